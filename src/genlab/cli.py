@@ -1,0 +1,218 @@
+"""``genlab <stage> ...``: thin shells that parse paths, call the library and write artifacts.
+
+Every input and output path is an argument (the workflow passes them); this is the only layer that
+touches disk. Each stage validates ``params.yaml`` before doing anything else, so a bad file
+fails before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from genlab import __version__
+from genlab.config import Params, ParamsError, load_params, params_json_schema, settings_hash
+from genlab.io import ArtifactError
+
+log = logging.getLogger("genlab")
+
+SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
+
+
+def _setup(args: argparse.Namespace) -> Params:
+    params = load_params(args.params)
+    logging.basicConfig(level=params.runtime.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return params
+
+
+def _study(params: Params, name: str):  # -> (StudySpec, study settings)
+    from genlab.studies import STUDIES
+
+    return STUDIES[name], params.study(name)
+
+
+def _provenance(params: Params, study: str, device: str, seed: int | None = None) -> dict:
+    from genlab.provenance import provenance
+
+    settings = params.study(study).model_dump(mode="json")
+    return provenance(settings, settings_hash(settings), device, seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Stages.
+# --------------------------------------------------------------------------------------------
+
+
+def cmd_check_params(args: argparse.Namespace) -> int:
+    params = load_params(args.file)
+    studies = params.declared_studies()
+    runs = sum(len(s.runs) for s in studies.values())
+    print(f"{args.file}: valid (scale {params.scale}; {len(studies)} studies, {runs} runs)")
+    if args.stamp:
+        from genlab.io import write_text
+
+        # Constant content: a valid edit must not look like a change to the stages behind it.
+        write_text(args.stamp, "params.yaml is valid\n")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from genlab.io import dumps_json, write_text
+
+    text = dumps_json(params_json_schema())
+    if args.check:
+        current = args.out.read_text() if args.out.exists() else ""
+        if current != text:
+            print(f"{args.out} is stale: run `genlab schema`", file=sys.stderr)
+            return 1
+        return 0
+    write_text(args.out, text)
+    return 0
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from genlab.data.dataset import dataset_to_tables
+    from genlab.io import write_json, write_parquet
+
+    params = _setup(args)
+    spec, config = _study(params, args.study)
+    t0 = time.perf_counter()
+    dataset = spec.synthesize(config)
+    train, test = dataset_to_tables(dataset)
+    write_parquet(args.out / "train.parquet", train)
+    write_parquet(args.out / "test.parquet", test)
+    write_json(args.out / "dataset.json", {
+        **dataset.info, "n_train": train.num_rows, "n_test": test.num_rows,
+        "provenance": _provenance(params, args.study, "cpu", config.data.seed)})
+    log.info("synthesized %s: %d train, %d test in %.1fs", args.study, train.num_rows,
+             test.num_rows, time.perf_counter() - t0)
+    return 0
+
+
+def _load_dataset(folder: Path):
+    from genlab.data.dataset import dataset_from_tables
+    from genlab.io import read_json, read_parquet
+
+    return dataset_from_tables(read_parquet(folder / "train.parquet"),
+                               read_parquet(folder / "test.parquet"),
+                               read_json(folder / "dataset.json"))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from genlab.device import configure_torch, describe_device, resolve_device
+    from genlab.io import write_json, write_parquet
+    from genlab.models.registry import save_weights
+
+    params = _setup(args)
+    spec, config = _study(params, args.study)
+    if args.run not in config.runs:
+        raise ParamsError(f"studies.{args.study}.runs.{args.run}: no such run; declared: "
+                          f"{sorted(config.runs)}")
+    configure_torch(params.runtime.threads)
+    device = resolve_device(params.runtime.device)
+    t0 = time.perf_counter()
+    result = spec.train_run(config, args.run, _load_dataset(args.dataset), device)
+    elapsed = time.perf_counter() - t0
+    prov = _provenance(params, args.study, describe_device(device), config.runs[args.run].seed)
+    prov["run"] = args.run
+    save_weights(result.model, args.out / "model.safetensors")
+    write_json(args.out / "model.json", {**result.model_spec, "provenance": prov})
+    write_parquet(args.out / "history.parquet", result.history)
+    write_json(args.out / "metrics.json", result.metrics)
+    log.info("trained %s/%s on %s: %s after %d steps in %.1fs", args.study, args.run,
+             prov["device"], result.metrics["status"], result.metrics["steps"], elapsed)
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from genlab.io import read_json, read_parquet, write_json, write_parquet
+
+    params = _setup(args)
+    spec, config = _study(params, args.study)
+    # Only the runs params.yaml declares: a folder left over from an older grid is ignored.
+    metrics, histories = {}, {}
+    for run in config.runs:
+        folder = args.runs / run
+        metrics[run] = read_json(folder / "metrics.json")
+        histories[run] = read_parquet(folder / "history.parquet")
+    summary = spec.summarize(config, metrics, histories)
+    write_parquet(args.out / "summary.parquet", summary.table)
+    write_json(args.out / "summary.json", {
+        **summary.data, "claims": [c.to_json() for c in summary.claims],
+        "provenance": _provenance(params, args.study, "cpu")})
+    for claim in summary.claims:
+        log.info("%s: %s -- %s", args.study, claim.status, claim.claim)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from genlab.io import write_json, write_text
+    from genlab.report.collect import collect
+    from genlab.report.render import render_html
+
+    params = _setup(args)
+    report = collect(params, {d.name: d for d in args.studies})
+    write_text(args.out / "index.html", render_html(report))
+    write_json(args.out / "claims.json", {"claims": [c for c in report.claims]})
+    print(f"report written to {args.out / 'index.html'}")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from genlab.sync import sync
+
+    return sync(Path.cwd(), dry_run=args.dry_run)
+
+
+# --------------------------------------------------------------------------------------------
+# Argument parsing.
+# --------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="genlab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"genlab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<stage>")
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
+            *args_spec: tuple[str, dict]) -> None:
+        p = sub.add_parser(name, help=help_, description=help_)
+        for flag, kwargs in args_spec:
+            p.add_argument(flag, **kwargs)
+        p.set_defaults(func=func)
+
+    params = ("--params", {"type": Path, "default": Path("params.yaml")})
+    study = ("--study", {"required": True})
+    out = ("--out", {"type": Path, "required": True, "help": "output folder"})
+    add("check-params", cmd_check_params, "validate a params file and exit",
+        ("file", {"type": Path, "nargs": "?", "default": Path("params.yaml")}),
+        ("--stamp", {"type": Path, "help": "on success, write this marker file (the DVC gate)"}))
+    add("schema", cmd_schema, "write (or --check) the JSON schema of params.yaml",
+        ("--out", {"type": Path, "default": SCHEMA_PATH}),
+        ("--check", {"action": "store_true", "help": "fail if the file is stale"}))
+    add("synthesize", cmd_synthesize, "generate a study's dataset", params, study, out)
+    add("train", cmd_train, "train one run of a study", params, study,
+        ("--run", {"required": True}), ("--dataset", {"type": Path, "required": True}), out)
+    add("aggregate", cmd_aggregate, "summarise a study's runs and check its claims", params,
+        study, ("--runs", {"type": Path, "required": True}), out)
+    add("report", cmd_report, "render reports/index.html and reports/claims.json", params,
+        ("--studies", {"type": Path, "nargs": "+", "required": True,
+                       "help": "study folders holding summary.{json,parquet}"}), out)
+    add("sync", cmd_sync, "after dvc repro/pull: record DVC's outputs as Snakemake's, "
+        "so `snakemake -n` has nothing to do (refuses unless `dvc status` is clean)",
+        ("--dry-run", {"action": "store_true"}))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ParamsError, ArtifactError) as exc:
+        print(f"genlab {args.command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,127 @@
+"""Artifact I/O. Every write goes to a temporary name in the target folder, then is renamed.
+
+A killed job therefore leaves either the previous file or nothing under the final name, never a
+half-written artifact a later run would trust. Formats: JSON (small metrics and sidecars), Parquet
+(tables), safetensors (tensors). Nothing here unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+class ArtifactError(RuntimeError):
+    """An artifact is missing, truncated or not what its reader expects; the message names it."""
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, else delete it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts get normal modes
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:  # data on disk before the rename makes it visible
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def dumps_json(data: Mapping[str, Any]) -> str:
+    """Canonical JSON (sorted keys, NaN as null): same data, same bytes."""
+    return json.dumps(_jsonable(data), sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps_json(data), encoding="utf-8")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: missing") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{path}: not valid JSON ({exc}); the file is corrupt or truncated; "
+                            "delete it and rerun the stage that makes it") from None
+
+
+def write_parquet(path: str | Path, table: pa.Table) -> None:
+    with atomic_path(path) as tmp:
+        # Fixed writer settings so the same table always gives the same bytes.
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=False,
+                       write_statistics=False, store_schema=True)
+
+
+def read_parquet(path: str | Path) -> pa.Table:
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"{path}: missing")
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ArtifactError(f"{path}: not a readable Parquet file ({exc}); it is corrupt or "
+                            "truncated; delete it and rerun the stage that makes it") from None
+
+
+def write_with(path: str | Path, writer: Callable[[Path], None]) -> None:
+    """Atomic write through a library's own ``writer(path)`` (e.g. safetensors' save_file)."""
+    with atomic_path(path) as tmp:
+        writer(tmp)
+
+
+def columns_to_numpy(table: pa.Table, name: str) -> np.ndarray:
+    """A column as numpy; a fixed-size-list column becomes a 2-D array (n, width)."""
+    column = table.column(name).combine_chunks()
+    if pa.types.is_fixed_size_list(column.type):
+        width = column.type.list_size
+        return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
+    return column.to_numpy(zero_copy_only=False)
+
+
+def matrix_column(x: np.ndarray) -> pa.FixedSizeListArray:
+    """A 2-D array as one Parquet column of fixed-size lists (one row per example)."""
+    x = np.ascontiguousarray(x)
+    return pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), x.shape[1])

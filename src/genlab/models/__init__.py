@@ -1,0 +1,1 @@
+"""Models built from settings through one registry, saved as safetensors + model.json."""

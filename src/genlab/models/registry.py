@@ -1,0 +1,69 @@
+"""Build a model from its settings, save it, and load it back exactly.
+
+A checkpoint is two files: ``model.safetensors`` (the state dict, no pickle) and ``model.json``
+(which architecture, its settings and the in/out widths), enough to rebuild the module before
+loading the tensors into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from genlab.io import ArtifactError, write_with
+from genlab.models.mlp import MLP
+from genlab.settings import MLPSettings
+
+Builder = Callable[[Any, int, int], nn.Module]
+
+MODELS: dict[str, tuple[type[BaseModel], Builder]] = {
+    "mlp": (MLPSettings, MLP),
+}
+
+
+def build_model(kind: str, settings: BaseModel, input_dim: int, output_dim: int) -> nn.Module:
+    if kind not in MODELS:
+        raise ValueError(f"unknown model {kind!r}; known: {sorted(MODELS)}")
+    settings_cls, builder = MODELS[kind]
+    if not isinstance(settings, settings_cls):
+        raise TypeError(f"model {kind!r} takes {settings_cls.__name__}, got "
+                        f"{type(settings).__name__}")
+    return builder(settings, input_dim, output_dim)
+
+
+def model_spec(kind: str, settings: BaseModel, input_dim: int, output_dim: int) -> dict[str, Any]:
+    """What model.json records to rebuild the module."""
+    return {"kind": kind, "settings": settings.model_dump(mode="json"),
+            "input_dim": input_dim, "output_dim": output_dim}
+
+
+def save_weights(model: nn.Module, path: str | Path) -> None:
+    # contiguous CPU copies: safetensors stores raw bytes, so the file is the same on any device
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    write_with(path, lambda tmp: save_file(tensors, str(tmp)))
+
+
+def load_model(spec: dict[str, Any], weights: str | Path) -> nn.Module:
+    """Rebuild from a model.json dict and load the safetensors weights (strict: every key)."""
+    settings_cls, _ = MODELS[spec["kind"]]
+    model = build_model(spec["kind"], settings_cls.model_validate(spec["settings"]),
+                        int(spec["input_dim"]), int(spec["output_dim"]))
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as exc:
+        raise ArtifactError(f"{weights}: not a readable safetensors file ({exc})") from None
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["MODELS", "build_model", "count_parameters", "load_model", "model_spec", "save_weights"]

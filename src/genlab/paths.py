@@ -1,0 +1,34 @@
+"""Where artifacts live, relative to the workspace root. The one definition of the layout.
+
+dvc.yaml spells the same layout in its stage templates; tests/workflow check the two agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+DATA = PurePosixPath("data")
+REPORTS = PurePosixPath("reports")
+LOGS = PurePosixPath("logs")
+
+
+def study_dir(study: str) -> PurePosixPath:
+    return DATA / study
+
+
+def dataset_dir(study: str) -> PurePosixPath:
+    return study_dir(study) / "dataset"
+
+
+def runs_dir(study: str) -> PurePosixPath:
+    return study_dir(study) / "runs"
+
+
+def run_dir(study: str, run: str) -> PurePosixPath:
+    return runs_dir(study) / run
+
+
+DATASET_FILES = ("train.parquet", "test.parquet", "dataset.json")
+RUN_FILES = ("model.safetensors", "model.json", "history.parquet", "metrics.json")
+SUMMARY_FILES = ("summary.json", "summary.parquet")
+REPORT_FILES = ("index.html", "claims.json")

@@ -1,0 +1,40 @@
+"""Render the report to one self-contained HTML string (inline SVG figures, inline CSS).
+
+Every user-provided string (study descriptions, names) is escaped by Jinja's autoescaping; only
+the SVG that matplotlib produced from our own data is inserted as markup.
+"""
+
+from __future__ import annotations
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from genlab.report.collect import Report
+
+STATUS_LABEL = {"reproduced": "reproduced", "not_reproduced": "not reproduced",
+                "not_run": "not run"}
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_number(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    return "—" if value is None else str(value)
+
+
+def render_html(report: Report) -> str:
+    env = Environment(loader=PackageLoader("genlab.report", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["number"] = _number
+    env.filters["status_label"] = STATUS_LABEL.get
+    sections = [
+        {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures]}
+        for section in report.sections
+    ]
+    counts = {status: sum(c["status"] == status for c in report.claims) for status in STATUS_LABEL}
+    return env.get_template("index.html.j2").render(
+        report=report, sections=sections, counts=counts)

@@ -1,0 +1,17 @@
+"""The study registry. A study is one scientific question: data, model, recipe, grid, claims.
+
+Adding a study = one module here (its settings model, run naming, training, summary and claims),
+one line in :data:`STUDIES`, one block in ``params.yaml`` and one stage block in ``dvc.yaml``.
+"""
+
+from __future__ import annotations
+
+from genlab.studies import random_labels
+from genlab.studies.base import ClaimResult, StudySpec
+
+STUDIES: dict[str, StudySpec] = {
+    spec.name: spec
+    for spec in (random_labels.SPEC,)
+}
+
+__all__ = ["STUDIES", "ClaimResult", "StudySpec"]

@@ -1,0 +1,71 @@
+"""What every study provides to the pipeline, and the result of a claim check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from matplotlib.figure import Figure
+
+    from genlab.data.dataset import Dataset
+
+ClaimStatus = Literal["reproduced", "not_reproduced", "not_run"]
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One literature claim checked on this study's summary, with the numbers that decided it."""
+
+    study: str
+    claim: str
+    status: ClaimStatus
+    numbers: Mapping[str, Any]
+    citation: str
+    criterion: str  # the pass criterion, in words, as the report shows it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"study": self.study, "claim": self.claim, "status": self.status,
+                "numbers": dict(self.numbers), "citation": self.citation,
+                "criterion": self.criterion}
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    """What a training stage hands back to the CLI to write."""
+
+    model: Any  # torch.nn.Module
+    model_spec: dict[str, Any]
+    history: pa.Table
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A study's aggregate: JSON-able numbers and claim results, plus a long table for figures."""
+
+    data: dict[str, Any]
+    claims: tuple[ClaimResult, ...]
+    table: pa.Table
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    title: str
+    citation: str
+    config: type[BaseModel]
+    run_id: Callable[[Any], str]
+    """Canonical, readable id of a run from its settings (``p0_5-s0``); params.yaml keys must
+    match it."""
+    synthesize: Callable[[Any], Dataset]
+    train_run: Callable[[Any, str, Dataset, Any], RunArtifacts]
+    """(study settings, run id, dataset, torch device) -> artifacts."""
+    summarize: Callable[[Any, Mapping[str, Mapping[str, Any]], Mapping[str, pa.Table]], Summary]
+    """(study settings, metrics by run, history by run) -> summary with claim checks."""
+    figures: Callable[[Mapping[str, Any], pa.Table], list[tuple[str, Figure]]]
+    """(summary data, summary table) -> titled matplotlib figures for the report."""

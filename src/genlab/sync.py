@@ -1,0 +1,73 @@
+"""Keep Snakemake's and DVC's records of the same outputs in agreement.
+
+- :func:`record_in_dvc` runs after a successful Snakemake run: ``dvc commit`` stores the outputs'
+  hashes in dvc.lock and the files in DVC's cache, so ``dvc status`` is clean and ``dvc push``
+  can share them.
+- :func:`sync` runs after ``dvc repro`` or ``dvc pull``: those outputs carry no Snakemake records
+  and fresh mtimes, so Snakemake would rerun them. Guarded by a clean ``dvc status`` (the files
+  are exactly what dvc.lock describes for the current code and params), it has Snakemake adopt
+  them as up to date.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+class SyncError(RuntimeError):
+    pass
+
+
+def _run(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=root, capture_output=True, text=True)
+
+
+def _dvc(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dvc", *args]
+
+
+def dvc_status(root: str | Path) -> dict:
+    """``dvc status`` as a dict: empty when every stage is up to date."""
+    proc = _run(_dvc("status", "--json", "--quiet"), Path(root))
+    if proc.returncode != 0:
+        raise SyncError(f"dvc status failed:\n{proc.stderr.strip()}")
+    return json.loads(proc.stdout or "{}")
+
+
+def record_in_dvc(root: str | Path) -> None:
+    """Commit every stage whose outputs all exist (a partial run commits what it finished)."""
+    from genlab.dag import dvc_jobs
+
+    root = Path(root)
+    done = [j.stage for j in dvc_jobs(root) if all((root / o).exists() for o in j.outs)]
+    if not done:
+        return
+    proc = _run(_dvc("commit", "--force", "--quiet", *done), root)
+    if proc.returncode != 0:
+        raise SyncError(f"dvc commit failed:\n{proc.stderr.strip()}")
+
+
+def sync(root: str | Path, dry_run: bool = False) -> int:
+    root = Path(root)
+    status = dvc_status(root)
+    if status:
+        stale = ", ".join(sorted(status))
+        print(f"genlab sync: refusing: `dvc status` is not clean ({stale}). Run `dvc repro` "
+              "or `dvc pull` first, so the files are the ones dvc.lock describes.",
+              file=sys.stderr)
+        return 1
+    if dry_run:
+        print("genlab sync: dvc status is clean; would record outputs for Snakemake")
+        return 0
+    # --forceall: Snakemake writes its records only for jobs it schedules, and without records it
+    # would not see later params or code edits; in --touch mode scheduling only updates mtimes.
+    proc = _run([sys.executable, "-m", "snakemake", "--touch", "--forceall", "--cores", "1",
+                 "--quiet"], root)
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return proc.returncode
+    print("genlab sync: Snakemake now treats DVC's outputs as up to date")
+    return 0

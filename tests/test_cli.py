@@ -1,0 +1,110 @@
+"""Every stage through the CLI, in-process, on a tiny params file: artifacts, determinism and
+the report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from genlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EVIL = '<script>alert("x")</script><img src="http://example.invalid/x.png">'
+
+
+def tiny_params(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((ROOT / "workflow" / "presets" / "ci.yaml").read_text())
+    study = raw["studies"]["random_labels"]
+    study["description"] = EVIL
+    study["data"].update(n_train=60, n_test=100, dim=8, n_classes=3, mean_scale=1.5)
+    study["model"]["hidden"] = [32]
+    study["train"].update(batch_size=20, max_steps=300)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def pipeline(params: Path, out: Path) -> None:
+    runs = yaml.safe_load(params.read_text())["studies"]["random_labels"]["runs"]
+    study = out / "data" / "random_labels"
+    common = ["--params", str(params), "--study", "random_labels"]
+    assert main(["synthesize", *common, "--out", str(study / "dataset")]) == 0
+    for run in runs:
+        assert main(["train", *common, "--run", run, "--dataset", str(study / "dataset"),
+                     "--out", str(study / "runs" / run)]) == 0
+    assert main(["aggregate", *common, "--runs", str(study / "runs"), "--out", str(study)]) == 0
+    assert main(["report", "--params", str(params), "--studies", str(study),
+                 "--out", str(out / "reports")]) == 0
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("cli")
+    params = tiny_params(base)
+    for name in ("a", "b"):
+        pipeline(params, base / name)
+    return base / "a", base / "b"
+
+
+def test_every_artifact_is_written(two_runs) -> None:
+    a, _ = two_runs
+    files = set(digests(a))
+    assert {"data/random_labels/dataset/train.parquet", "data/random_labels/dataset/dataset.json",
+            "data/random_labels/runs/p0-s0/model.safetensors",
+            "data/random_labels/runs/p0-s0/history.parquet",
+            "data/random_labels/summary.json", "data/random_labels/summary.parquet",
+            "reports/index.html", "reports/claims.json"} <= files
+    assert not [f for f in files if f.endswith(".tmp")]
+
+
+def test_rerun_is_byte_identical_on_cpu(two_runs) -> None:
+    a, b = two_runs
+    assert digests(a) == digests(b)
+
+
+def test_sidecars_record_provenance(two_runs) -> None:
+    a, _ = two_runs
+    model = json.loads((a / "data/random_labels/runs/p0_5-s0/model.json").read_text())
+    prov = model["provenance"]
+    assert prov["run"] == "p0_5-s0" and prov["seed"] == 0 and prov["device"] == "cpu"
+    assert len(prov["settings_sha256"]) == 64 and prov["versions"]["torch"]
+    assert model["kind"] == "mlp" and model["input_dim"] == 8 and model["output_dim"] == 3
+
+
+def test_claims_json_lists_every_claim_with_a_status(two_runs) -> None:
+    a, _ = two_runs
+    claims = json.loads((a / "reports/claims.json").read_text())["claims"]
+    assert len(claims) == 4
+    for claim in claims:
+        assert claim["study"] == "random_labels"
+        assert claim["status"] in {"reproduced", "not_reproduced", "not_run"}
+        assert claim["numbers"] and "Zhang" in claim["citation"]
+
+
+def test_report_is_self_contained_and_escapes_user_text(two_runs) -> None:
+    a, _ = two_runs
+    html = (a / "reports/index.html").read_text()
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;" in html  # the description is shown, as text
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<svg" in html  # figures are inline
+    assert "Provenance" in html
+
+
+def test_train_refuses_an_undeclared_run(tmp_path: Path, capsys) -> None:
+    params = tiny_params(tmp_path)
+    code = main(["train", "--params", str(params), "--study", "random_labels", "--run", "p9-s9",
+                 "--dataset", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "studies.random_labels.runs.p9-s9: no such run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

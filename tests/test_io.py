@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from genlab.io import (
+    ArtifactError,
+    atomic_path,
+    read_json,
+    read_parquet,
+    write_json,
+    write_parquet,
+)
+
+
+def test_failed_write_leaves_nothing_and_keeps_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "metrics.json"
+    write_json(target, {"a": 1})
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert read_json(target) == {"a": 1}
+    assert sorted(os.listdir(target.parent)) == ["metrics.json"]
+
+
+def test_artifacts_get_normal_permissions(tmp_path: Path) -> None:
+    write_json(tmp_path / "m.json", {})
+    assert (tmp_path / "m.json").stat().st_mode & 0o044 == 0o044  # group/other readable
+
+
+def test_json_is_canonical(tmp_path: Path) -> None:
+    write_json(tmp_path / "a.json", {"b": 1.0, "a": float("nan"), "c": float("inf")})
+    write_json(tmp_path / "b.json", {"c": float("inf"), "a": float("nan"), "b": 1.0})
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert read_json(tmp_path / "a.json") == {"a": None, "b": 1.0, "c": "inf"}
+
+
+def test_parquet_is_byte_stable(tmp_path: Path) -> None:
+    table = pa.table({"x": [1.5, 2.5], "n": [1, 2]})
+    write_parquet(tmp_path / "a.parquet", table)
+    write_parquet(tmp_path / "b.parquet", table)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    assert read_parquet(tmp_path / "a.parquet").equals(table)
+
+
+def test_truncated_files_give_errors_naming_them(tmp_path: Path) -> None:
+    write_parquet(tmp_path / "t.parquet", pa.table({"x": list(range(100))}))
+    data = (tmp_path / "t.parquet").read_bytes()
+    (tmp_path / "t.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match="t.parquet"):
+        read_parquet(tmp_path / "t.parquet")
+    (tmp_path / "m.json").write_text('{"a": ')
+    with pytest.raises(ArtifactError, match="m.json"):
+        read_json(tmp_path / "m.json")
+    with pytest.raises(ArtifactError, match="missing"):
+        read_json(tmp_path / "nope.json")

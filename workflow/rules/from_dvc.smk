@@ -1,0 +1,28 @@
+# One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.dag).
+# Directives in the house order: input, output, params, log, threads, resources, shell.
+
+from genlab.dag import dvc_jobs, snakemake_inputs, snakemake_params
+
+DVC_JOBS = dvc_jobs(workflow.basedir)
+
+for _job in DVC_JOBS:
+
+    rule:
+        name:
+            _job.rule_name
+        input:
+            snakemake_inputs(_job, DVC_JOBS, workflow.basedir),
+        output:
+            _job.outs,
+        params:
+            # the command travels as a param: a loop variable read inside `shell:` would be
+            # evaluated late, when every rule would see the last stage
+            dvc_cmd=_job.cmd,
+            **snakemake_params(_job),
+        log:
+            _job.log,
+        threads: _job.meta.get("threads", 1)
+        resources:
+            **_job.meta.get("resources", {}),
+        shell:
+            "{params.dvc_cmd} > {log} 2>&1"
