@@ -7,7 +7,7 @@ from genlab.config import load_params
 from genlab.sync import record_in_dvc
 
 # Validates params.yaml at parse time: an invalid file stops here, before any job runs.
-PARAMS = load_params(workflow.basedir + "/params.yaml")
+PARAMS = load_params("params.yaml")
 
 
 include: "workflow/rules/from_dvc.smk"

@@ -24,8 +24,6 @@ from typing import Any
 
 import yaml
 
-SOURCE_SUFFIXES = (".py", ".j2", ".yaml", ".json")
-
 
 @dataclass(frozen=True)
 class Job:
@@ -105,7 +103,7 @@ def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[
         elif (root / dep).is_dir():
             inputs += sorted(
                 p.relative_to(root).as_posix() for p in (root / dep).rglob("*")
-                if p.is_file() and p.suffix in SOURCE_SUFFIXES and "__pycache__" not in p.parts)
+                if p.is_file() and "__pycache__" not in p.parts)
         else:
             inputs.append(dep)
     return inputs

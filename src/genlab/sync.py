@@ -31,7 +31,7 @@ def _dvc(*args: str) -> list[str]:
 
 def dvc_status(root: str | Path) -> dict:
     """``dvc status`` as a dict: empty when every stage is up to date."""
-    proc = _run(_dvc("status", "--json", "--quiet"), Path(root))
+    proc = _run(_dvc("status", "--json"), Path(root))
     if proc.returncode != 0:
         raise SyncError(f"dvc status failed:\n{proc.stderr.strip()}")
     return json.loads(proc.stdout or "{}")

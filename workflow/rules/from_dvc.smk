@@ -1,5 +1,5 @@
 # One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.dag).
-# Directives in the house order: input, output, params, log, threads, resources, shell.
+# Directives in the house order: input, output, params, log, threads, resources, conda, shell.
 
 from genlab.dag import dvc_jobs, snakemake_inputs, snakemake_params
 
@@ -24,5 +24,7 @@ for _job in DVC_JOBS:
         threads: _job.meta.get("threads", 1)
         resources:
             **_job.meta.get("resources", {}),
+        conda:
+            "../envs/genlab.yaml"
         shell:
             "{params.dvc_cmd} > {log} 2>&1"

@@ -1,0 +1,50 @@
+"""Helpers for workflow tests: a throwaway copy of the project and subprocess plumbing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CI_PRESET = ROOT / "workflow" / "presets" / "ci.yaml"
+
+
+def tool_env(home: Path | None = None) -> dict[str, str]:
+    """Environment for subprocesses: this interpreter's tools first, git identity, and a HOME of
+    the test's own so nothing touches the user's caches or DVC remote."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(GIT_AUTHOR_NAME="genlab tests", GIT_AUTHOR_EMAIL="tests@genlab.invalid",
+               GIT_COMMITTER_NAME="genlab tests", GIT_COMMITTER_EMAIL="tests@genlab.invalid")
+    if home is not None:
+        env["HOME"] = str(home)
+    return env
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str], check: bool = True,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n"
+                             f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def copy_project(dest: Path, env: dict[str, str]) -> Path:
+    """The project's files as a fresh clone would have them (tracked and not ignored), on the ci
+    preset, committed in a new git repository."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    shutil.copy2(CI_PRESET, dest / "params.yaml")
+    run(["git", "init", "-q", "-b", "main"], dest, env)
+    run(["git", "add", "-A"], dest, env)
+    run(["git", "commit", "-q", "-m", "ci preset"], dest, env)
+    return dest

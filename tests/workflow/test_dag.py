@@ -1,0 +1,153 @@
+"""One DAG, two engines: Snakemake's rules are DVC's stages, job for job (no execution here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from genlab import paths
+from tests_support import ROOT, copy_project, run, tool_env
+
+pytestmark = pytest.mark.workflow
+
+# Runs in a subprocess: Snakemake's API changes the working directory and global state.
+SNAKEMAKE_RULES = """
+import json
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import OutputSettings, Quietness, ResourceSettings
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"),
+                      workdir=Path("."))
+    rules = wf._workflow.rules
+    print(json.dumps({r.name: {
+        "input": list(r.input), "output": list(r.output), "log": list(r.log),
+        "params": {k: v for k, v in r.params.items()}, "shell": r.shellcmd,
+        "resources": {k: getattr(v, "raw", v) for k, v in r.resources.items()
+                      if isinstance(getattr(v, "raw", v), int) and not k.startswith("_")},
+    } for r in rules}))
+"""
+
+DVC_STAGES = """
+import json
+from dvc.dependency.param import ParamsDependency
+from dvc.repo import Repo
+with Repo(".") as repo:
+    out = {}
+    for st in repo.index.stages:
+        params, deps = {}, []
+        for d in st.deps:
+            if isinstance(d, ParamsDependency):
+                params.update(d.read_params())
+            else:
+                deps.append(str(d.def_path))
+        out[st.addressing] = {"cmd": st.cmd, "deps": deps, "params": params,
+                              "outs": [str(o.def_path) for o in st.outs], "meta": st.meta}
+    print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, Path]:
+    home = tmp_path_factory.mktemp("home")
+    env = tool_env(home)
+    project = copy_project(tmp_path_factory.mktemp("dag"), env)
+    python = str(Path(env["PATH"].split(":")[0]) / "python")
+    snake = json.loads(run([python, "-c", SNAKEMAKE_RULES], project, env).stdout)
+    dvc = json.loads(run([python, "-c", DVC_STAGES], project, env).stdout)
+    return snake, dvc, project
+
+
+def rule_name(stage: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in stage)
+
+
+def test_one_rule_per_stage_and_nothing_else(engines) -> None:
+    snake, dvc, _ = engines
+    assert set(snake) - {"all"} == {rule_name(s) for s in dvc}
+    assert len(dvc) == len(snake) - 1  # no two stages collapse into one rule name
+
+
+def test_same_commands_outputs_and_param_values(engines) -> None:
+    snake, dvc, _ = engines
+    for stage, st in dvc.items():
+        rule = snake[rule_name(stage)]
+        assert rule["params"].pop("dvc_cmd") == st["cmd"], stage
+        assert rule["shell"] == "{params.dvc_cmd} > {log} 2>&1"
+        assert rule["output"] == st["outs"], stage
+        # every param DVC tracks, with the value DVC reads, under Snakemake's name for it
+        assert rule["params"] == {k.replace(".", "__"): v for k, v in st["params"].items()}, stage
+        assert rule["log"] == [st["meta"]["log"]]
+
+
+def test_same_inputs(engines) -> None:
+    """Each DVC dependency is a Snakemake input; folders expand into what DVC hashes in them."""
+    snake, dvc, project = engines
+    gate_outs = {o for st in dvc.values() if st["meta"].get("gate") for o in st["outs"]}
+    all_outs = {o for st in dvc.values() for o in st["outs"]}
+    for stage, st in dvc.items():
+        inputs = set(snake[rule_name(stage)]["input"])
+        expected = set()
+        for dep in st["deps"]:
+            if dep in gate_outs:
+                continue  # only DVC orders stages behind the params gate
+            inside = {o for o in all_outs if PurePosixPath(o).is_relative_to(dep) and o != dep}
+            if inside:
+                expected |= inside
+            elif (project / dep).is_dir():
+                expected |= {p.relative_to(project).as_posix()
+                             for p in (project / dep).rglob("*") if p.is_file()}
+            else:
+                expected.add(dep)
+        assert inputs == expected, stage
+
+
+def test_gate_guards_every_stage_in_dvc(engines) -> None:
+    _, dvc, _ = engines
+    (gate,) = [s for s, st in dvc.items() if st["meta"].get("gate")]
+    stamp = dvc[gate]["outs"][0]
+    assert all(stamp in st["deps"] for s, st in dvc.items() if s != gate)
+    assert "runtime" not in dvc[gate]["params"]  # a runtime edit must not rerun it
+
+
+def test_resources_come_from_meta(engines) -> None:
+    snake, dvc, _ = engines
+    for stage, st in dvc.items():
+        want = st["meta"].get("resources", {})
+        got = snake[rule_name(stage)]["resources"]
+        assert {k: got.get(k) for k in want} == want, stage
+
+
+def test_paths_follow_genlab_paths(engines) -> None:
+    _, dvc, _ = engines
+    for stage, st in dvc.items():
+        if "_train@" in stage:
+            study, run_id = stage.split("_train@")
+            assert st["outs"] == [str(paths.run_dir(study, run_id) / f) for f in paths.RUN_FILES]
+        elif stage.endswith("_synthesize"):
+            study = stage.removesuffix("_synthesize")
+            assert st["outs"] == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
+        elif stage == "report":
+            assert st["outs"] == [str(paths.REPORTS / f) for f in paths.REPORT_FILES]
+
+
+def test_every_declared_run_has_a_train_stage(engines) -> None:
+    from genlab.config import load_params
+
+    _, dvc, project = engines
+    params = load_params(project / "params.yaml")
+    for study, config in params.declared_studies().items():
+        assert {s.split("@")[1] for s in dvc if s.startswith(f"{study}_train@")} == set(config.runs)
+
+
+def test_snakemake_lint_is_clean(engines) -> None:
+    _, _, project = engines
+    proc = run(["snakemake", "--lint"], project, tool_env(), check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_root_files_are_where_the_brief_says() -> None:
+    for name in ("Snakefile", "dvc.yaml", "params.yaml", "workflow", "src", "tests"):
+        assert (ROOT / name).exists(), name

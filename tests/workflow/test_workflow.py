@@ -1,0 +1,193 @@
+"""The workflow for real, on the ci preset: both engines, edits, bad input, the remote round trip.
+
+One project copy is built once by ``snakemake --cores 2``; the tests then run in file order, each
+leaving the project as it found it (params.yaml restored, outputs back in sync).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests_support import copy_project, run, tool_env
+
+pytestmark = pytest.mark.workflow
+
+
+class Project:
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root, self.env = root, env
+
+    def sh(self, *args: str, check: bool = True, cwd: Path | None = None):
+        return run(list(args), cwd or self.root, self.env, check=check)
+
+    def snakemake_plan(self) -> set[str]:
+        """Rules `snakemake -n` would run (the `all` target excluded)."""
+        out = self.sh("snakemake", "-n", "--quiet", "rules").stdout
+        return {m.group(1) for m in re.finditer(r"^(\S+)\s+\d+$", out, re.M)} - {"all", "total"}
+
+    def dvc_repro(self) -> set[str]:
+        """Stages `dvc repro` actually ran."""
+        out = self.sh("dvc", "repro").stdout
+        return set(re.findall(r"Running stage '([^']+)'", out))
+
+    def edit(self, update) -> None:
+        raw = yaml.safe_load((self.root / "params.yaml").read_text())
+        update(raw)
+        (self.root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+
+    def restore_params(self) -> None:
+        self.sh("git", "checkout", "--", "params.yaml")
+
+    def digest(self) -> dict[str, str]:
+        """Every file that a run could write or delete, by content."""
+        files = [p for top in ("data", "reports", ".snakemake", "logs") for p in
+                 (self.root / top).rglob("*") if p.is_file()]
+        files += [self.root / "dvc.lock"]
+        return {str(p.relative_to(self.root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(files) if p.exists()}
+
+
+def rule(stage: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_]", "_", stage)
+
+
+TRAIN_STAGES = {"random_labels_train@p0-s0", "random_labels_train@p0_5-s0",
+                "random_labels_train@p1-s0"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    home = tmp_path_factory.mktemp("home")  # the default remote ~/.cache/genlab/... lands here
+    env = tool_env(home)
+    proj = Project(copy_project(tmp_path_factory.mktemp("wf"), env), env)
+    proj.sh("snakemake", "--cores", "2")
+    return proj
+
+
+def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> None:
+    assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+    assert project.snakemake_plan() == set()
+    assert project.dvc_repro() == set()
+    claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
+    assert len(claims) == 4
+
+
+def test_every_rule_logs(project: Project) -> None:
+    logs = project.root / "logs"
+    assert (logs / "random_labels/p0-s0/train.log").read_text().strip()
+    assert "trained random_labels/p0-s0" in (logs / "random_labels/p0-s0/train.log").read_text()
+    assert (logs / "report.log").exists() and (logs / "random_labels/aggregate.log").exists()
+
+
+def test_runtime_edit_reruns_nothing(project: Project) -> None:
+    def runtime(raw):
+        raw["runtime"].update(threads=2, log_level="DEBUG")
+    project.edit(runtime)
+    try:
+        assert project.snakemake_plan() == set()
+        assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+    finally:
+        project.restore_params()
+
+
+def test_train_edit_reruns_training_and_what_follows_in_both_engines(project: Project) -> None:
+    expected = {"check_params", *TRAIN_STAGES, "random_labels_aggregate", "report"}
+
+    def lr(raw):
+        raw["studies"]["random_labels"]["train"]["lr"] = 0.04
+    project.edit(lr)
+    try:
+        assert project.snakemake_plan() == {rule(s) for s in expected}
+        assert project.dvc_repro() == expected
+        # DVC's fresh outputs carry no Snakemake records; sync adopts them, guarded by dvc status
+        project.sh("genlab", "sync")
+        assert project.snakemake_plan() == set()
+    finally:
+        project.restore_params()
+    # back to the original settings: DVC restores the old outputs from its run cache; only the
+    # gate re-validates (its stamp is `persist`, which DVC does not run-cache)
+    assert project.dvc_repro() == {"check_params"}
+    project.sh("genlab", "sync")
+    assert project.snakemake_plan() == set()
+
+
+def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
+    def seed(raw):
+        runs = raw["studies"]["random_labels"]["runs"]
+        del runs["p1-s0"]
+        runs["p1-s7"] = {"label_noise": 1.0, "seed": 7}
+    project.edit(seed)
+    try:
+        assert project.snakemake_plan() == {
+            "check_params", rule("random_labels_train@p1-s7"), "random_labels_aggregate", "report"}
+    finally:
+        project.restore_params()
+
+
+def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) -> None:
+    def n_test(raw):
+        raw["studies"]["random_labels"]["data"]["n_test"] = 500
+    project.edit(n_test)
+    try:
+        assert project.snakemake_plan() == {rule(s) for s in (
+            "check_params", "random_labels_synthesize", *TRAIN_STAGES,
+            "random_labels_aggregate", "report")}
+    finally:
+        project.restore_params()
+
+
+def test_sync_refuses_when_dvc_status_is_dirty(project: Project) -> None:
+    def lr(raw):
+        raw["studies"]["random_labels"]["train"]["lr"] = 0.03
+    project.edit(lr)
+    try:
+        proc = project.sh("genlab", "sync", check=False)
+        assert proc.returncode == 1 and "not clean" in proc.stderr
+    finally:
+        project.restore_params()
+
+
+@pytest.mark.parametrize("engine", ["snakemake", "dvc"])
+def test_invalid_params_fail_before_any_job_and_change_nothing(project: Project,
+                                                              engine: str) -> None:
+    before = project.digest()
+
+    def bad(raw):
+        raw["studies"]["random_labels"]["train"]["lr"] = -0.1
+    project.edit(bad)
+    try:
+        args = ["snakemake", "--cores", "2"] if engine == "snakemake" else ["dvc", "repro"]
+        proc = project.sh(*args, check=False)
+        assert proc.returncode != 0
+        assert "studies.random_labels.train.lr: must be > 0, got -0.1" in proc.stdout + proc.stderr
+    finally:
+        project.restore_params()
+    after = project.digest()
+    # Snakemake keeps a run log of each invocation under .snakemake/log; that is all it may add.
+    new = {k for k in after if k not in before and not k.startswith(".snakemake/log/")}
+    assert new == set()
+    assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_remote_round_trip(project: Project, tmp_path: Path) -> None:
+    """push; fresh clone + pull restores everything; nothing to recompute in either engine."""
+    project.sh("dvc", "push")
+    project.sh("git", "add", "dvc.lock")
+    project.sh("git", "commit", "-q", "-m", "results")
+    clone = tmp_path / "clone"
+    project.sh("git", "clone", "-q", str(project.root), str(clone))
+    pulled = Project(clone, project.env)
+    pulled.sh("dvc", "pull")
+    ours = {k: v for k, v in project.digest().items() if k.startswith(("data/", "reports/"))}
+    theirs = {k: v for k, v in pulled.digest().items() if k.startswith(("data/", "reports/"))}
+    assert theirs == ours
+    assert pulled.sh("dvc", "status", "--json").stdout.strip() == "{}"
+    assert pulled.dvc_repro() == set()
+    pulled.sh("genlab", "sync")
+    assert pulled.snakemake_plan() == set()
