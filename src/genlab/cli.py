@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from genlab import __version__
 from genlab.config import Params, ParamsError, load_params, params_json_schema, settings_hash
@@ -36,10 +37,21 @@ def _study(params: Params, name: str):  # -> (StudySpec, study settings)
     return STUDIES[name], params.study(name)
 
 
-def _provenance(params: Params, study: str, device: str, seed: int | None = None) -> dict:
+def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str, Any]:
+    """Exactly the settings a stage reads, which are the params dvc.yaml tracks for it (a test
+    checks the two agree): what its sidecar records, so an artifact's provenance is the same
+    whether it was made in a fresh run or kept from an earlier one."""
+    if stage == "synthesize":
+        return {"data": config.data.model_dump(mode="json")}
+    if stage == "train":
+        settings = config.model_dump(mode="json", exclude={"runs", "description"})
+        return {**settings, "run": config.runs[run].model_dump(mode="json")}
+    return config.model_dump(mode="json")
+
+
+def _provenance(settings: dict[str, Any], device: str, seed: int | None = None) -> dict:
     from genlab.provenance import provenance
 
-    settings = params.study(study).model_dump(mode="json")
     return provenance(settings, settings_hash(settings), device, seed)
 
 
@@ -88,7 +100,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     write_parquet(args.out / "test.parquet", test)
     write_json(args.out / "dataset.json", {
         **dataset.info, "n_train": train.num_rows, "n_test": test.num_rows,
-        "provenance": _provenance(params, args.study, "cpu", config.data.seed)})
+        "provenance": _provenance(stage_settings(config, "synthesize"), "cpu", config.data.seed)})
     log.info("synthesized %s: %d train, %d test in %.1fs", args.study, train.num_rows,
              test.num_rows, time.perf_counter() - t0)
     return 0
@@ -104,9 +116,10 @@ def _load_dataset(folder: Path):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from safetensors.torch import save_file
+
     from genlab.device import configure_torch, describe_device, resolve_device
-    from genlab.io import write_json, write_parquet
-    from genlab.models.registry import save_weights
+    from genlab.io import write_json, write_parquet, write_with
 
     params = _setup(args)
     spec, config = _study(params, args.study)
@@ -118,9 +131,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     result = spec.train_run(config, args.run, _load_dataset(args.dataset), device)
     elapsed = time.perf_counter() - t0
-    prov = _provenance(params, args.study, describe_device(device), config.runs[args.run].seed)
+    prov = _provenance(stage_settings(config, "train", args.run), describe_device(device),
+                       config.runs[args.run].seed)
     prov["run"] = args.run
-    save_weights(result.model, args.out / "model.safetensors")
+    write_with(args.out / "model.safetensors", lambda tmp: save_file(result.weights, str(tmp)))
     write_json(args.out / "model.json", {**result.model_spec, "provenance": prov})
     write_parquet(args.out / "history.parquet", result.history)
     write_json(args.out / "metrics.json", result.metrics)
@@ -144,7 +158,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     write_parquet(args.out / "summary.parquet", summary.table)
     write_json(args.out / "summary.json", {
         **summary.data, "claims": [c.to_json() for c in summary.claims],
-        "provenance": _provenance(params, args.study, "cpu")})
+        "provenance": _provenance(stage_settings(config, "aggregate"), "cpu")})
     for claim in summary.claims:
         log.info("%s: %s -- %s", args.study, claim.status, claim.claim)
     return 0

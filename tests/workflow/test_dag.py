@@ -151,3 +151,27 @@ def test_snakemake_lint_is_clean(engines) -> None:
 def test_root_files_are_where_the_brief_says() -> None:
     for name in ("Snakefile", "dvc.yaml", "params.yaml", "workflow", "src", "tests"):
         assert (ROOT / name).exists(), name
+
+
+def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
+    """A stage's provenance (genlab.cli.stage_settings) covers the params dvc.yaml tracks for it,
+    no more: otherwise a kept artifact and a fresh one would record different settings."""
+    from genlab.cli import stage_settings
+    from genlab.config import load_params
+
+    _, dvc, project = engines
+    params = load_params(project / "params.yaml")
+    for study, config in params.declared_studies().items():
+        for stage, st in dvc.items():
+            if not stage.startswith(f"{study}_"):
+                continue
+            kind, _, run_id = stage.removeprefix(f"{study}_").partition("@")
+            recorded = stage_settings(config, kind, run_id or None)
+            prefix = f"studies.{study}"
+            tracked = {k.removeprefix(prefix).lstrip(".") for k in st["params"]}
+            if kind == "aggregate":
+                assert tracked == {""}, stage  # the whole study block
+                assert recorded == config.model_dump(mode="json")
+            else:
+                expected = {k if k != "run" else f"runs.{run_id}" for k in recorded}
+                assert tracked == expected, stage

@@ -38,8 +38,8 @@ class ClaimResult:
 class RunArtifacts:
     """What a training stage hands back to the CLI to write."""
 
-    model: Any  # torch.nn.Module
-    model_spec: dict[str, Any]
+    weights: dict[str, Any]  # name -> CPU tensor, saved as model.safetensors
+    model_spec: dict[str, Any]  # model.json: enough to rebuild the model around the weights
     history: pa.Table
     metrics: dict[str, Any]
 

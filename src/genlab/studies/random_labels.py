@@ -73,7 +73,7 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
     import torch
 
     from genlab.data.dataset import corrupt_labels
-    from genlab.models.registry import build_model, count_parameters, model_spec
+    from genlab.models.registry import build_model, count_parameters, model_spec, state_tensors
     from genlab.seeding import derive_seed, torch_generator
     from genlab.train.loop import train_classifier
 
@@ -108,7 +108,8 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
         "final_test_acc": final.test_acc, "final_test_loss": final.test_loss,
     }
     spec = model_spec("mlp", config.model, input_dim, dataset.n_classes)
-    return RunArtifacts(model=model, model_spec=spec, history=history, metrics=metrics)
+    return RunArtifacts(weights=state_tensors(model), model_spec=spec, history=history,
+                        metrics=metrics)
 
 
 # ---------------------------------------------------------------------------------------------
