@@ -11,19 +11,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from pydantic import BaseModel
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from genlab.io import ArtifactError, write_with
+from genlab.models.cnn import CNN, CNNSettings
 from genlab.models.mlp import MLP
+from genlab.models.transformer import Transformer, TransformerSettings
 from genlab.settings import MLPSettings
 
 Builder = Callable[[Any, int, int], nn.Module]
 
 MODELS: dict[str, tuple[type[BaseModel], Builder]] = {
     "mlp": (MLPSettings, MLP),
+    "cnn": (CNNSettings, CNN),
+    "transformer": (TransformerSettings, Transformer),
 }
 
 
@@ -43,9 +48,14 @@ def model_spec(kind: str, settings: BaseModel, input_dim: int, output_dim: int) 
             "input_dim": input_dim, "output_dim": output_dim}
 
 
+def state_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict as contiguous CPU tensors: safetensors stores raw bytes, so the saved file
+    is the same whichever device trained the model."""
+    return {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+
+
 def save_weights(model: nn.Module, path: str | Path) -> None:
-    # contiguous CPU copies: safetensors stores raw bytes, so the file is the same on any device
-    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    tensors = state_tensors(model)
     write_with(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
@@ -66,4 +76,5 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "build_model", "count_parameters", "load_model", "model_spec", "save_weights"]
+__all__ = ["MODELS", "build_model", "count_parameters", "load_model", "model_spec", "save_weights",
+           "state_tensors"]
