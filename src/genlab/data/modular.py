@@ -1,0 +1,132 @@
+"""Modular arithmetic tables: the algorithmic datasets of the grokking study.
+
+Power, Burda, Edwards, Babuschkin, Misra. "Grokking: Generalization Beyond Overfitting on Small
+Algorithmic Datasets", arXiv:2201.02177, 2022. Every pair (a, b) with a, b in {0, ..., p-1} is one
+example with label
+
+    add: (a + b) mod p      sub: (a - b) mod p      mul: (a * b) mod p
+    div: (a * b^{-1}) mod p, b != 0,  b^{-1} the inverse of b modulo p (p must be prime)
+
+so the dataset is the whole operation table: p^2 examples (p (p - 1) for div). A seeded random
+fraction of the pairs is the training set; the rest is the test set. Splits are nested in the
+fraction: with the same seed, a larger train_fraction adds pairs to train and never removes any.
+
+x holds the two operands as integer token ids in float32 columns, shape (n, 2): models are meant
+to embed each as a token from a vocabulary of size p, not read them as magnitudes. There are
+p classes, the result's residue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Self
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from genlab.data.dataset import Dataset, Split, corruption_draws
+from genlab.seeding import numpy_rng
+from genlab.settings import FrozenModel, Seed
+
+Operation = Literal["add", "sub", "mul", "div"]
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    return all(n % k for k in range(2, math.isqrt(n) + 1))
+
+
+class ModularSettings(FrozenModel):
+    """All pairs (a, b) in [0, p)^2 labelled (a op b) mod p; a random train fraction of them."""
+
+    modulus: int = Field(ge=2, le=1000, description="p, also the number of classes and the "
+                         "token vocabulary (must be prime for div).")
+    operation: Operation = Field(description="add, sub, mul, or div (a * b^-1, b != 0).")
+    train_fraction: float = Field(gt=0, lt=1, description="Fraction of the pairs used for "
+                                  "training; the rest is the test set.")
+    seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        p = self.modulus
+        if self.operation == "div" and not is_prime(p):
+            below = next(k for k in range(p - 1, 1, -1) if is_prime(k)) if p > 2 else None
+            above = next(k for k in range(p + 1, 2 * p + 2) if is_prime(k))
+            raise ValueError(f"operation 'div' needs a prime modulus so that every b != 0 has an "
+                             f"inverse mod p; {p} is not prime (nearest primes: {below}, {above})")
+        n_pairs = n_pair_count(p, self.operation)
+        n_train = train_size(n_pairs, self.train_fraction)
+        if not 1 <= n_train <= n_pairs - 1:
+            raise ValueError(f"train_fraction {self.train_fraction} of {n_pairs} pairs gives "
+                             f"{n_train} training pairs; both splits need at least one")
+        return self
+
+
+def n_pair_count(p: int, operation: Operation) -> int:
+    return p * (p - 1) if operation == "div" else p * p
+
+
+def train_size(n_pairs: int, train_fraction: float) -> int:
+    """round(train_fraction * n_pairs): the nearest whole number of pairs (ties to even)."""
+    return round(train_fraction * n_pairs)
+
+
+def operation_table(p: int, operation: Operation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair (a, b), in lexicographic order, and its label (a op b) mod p, all int64."""
+    tokens = np.arange(p, dtype=np.int64)
+    a, b = (g.ravel() for g in np.meshgrid(tokens, tokens, indexing="ij"))
+    if operation == "add":
+        return a, b, (a + b) % p
+    if operation == "sub":
+        return a, b, (a - b) % p  # numpy's % takes the sign of the divisor: result in [0, p)
+    if operation == "mul":
+        return a, b, (a * b) % p
+    keep = b != 0
+    a, b = a[keep], b[keep]
+    inverse = np.zeros(p, dtype=np.int64)
+    inverse[1:] = [pow(k, -1, p) for k in range(1, p)]
+    return a, b, (a * inverse[b]) % p
+
+
+def modular(settings: ModularSettings) -> Dataset:
+    """The operation table, split at random into train and test.
+
+    Args:
+        settings: the modulus p, the operation, the training fraction and the seed.
+
+    Returns:
+        x = (a, b) token ids as float32 (n, 2), y = (a op b) mod p as int64, ``n_classes = p``.
+        Both splits are sorted by (a, b); training points carry label-corruption draws.
+    """
+    s = settings
+    a, b, label = operation_table(s.modulus, s.operation)
+    n_pairs = len(label)
+    n_train = train_size(n_pairs, s.train_fraction)
+    # The first n_train pairs of one seeded permutation: a larger fraction only adds pairs.
+    order = numpy_rng(s.seed, "split").permutation(n_pairs)
+    train_idx, test_idx = np.sort(order[:n_train]), np.sort(order[n_train:])
+    # One draw per pair of the whole table, so a pair's corruption draw does not depend on the
+    # fraction (a pair in train at two fractions is corrupted alike).
+    u_corrupt, y_random = corruption_draws(numpy_rng(s.seed, "label-corruption"), n_pairs,
+                                           s.modulus)
+    x = np.stack([a, b], axis=1).astype(np.float32)  # exact: token ids < 2^24
+    info = {
+        "generator": "modular",
+        "n_classes": s.modulus,
+        "input_dim": 2,
+        "input_encoding": "tokens",  # columns are token ids in [0, p), to be embedded
+        "vocab_size": s.modulus,
+        "modulus": s.modulus,
+        "operation": s.operation,
+        "n_pairs": n_pairs,
+        "train_fraction": s.train_fraction,
+        "realised_train_fraction": n_train / n_pairs,
+    }
+    return Dataset(
+        train=Split(x[train_idx], label[train_idx], y_random=y_random[train_idx],
+                    u_corrupt=u_corrupt[train_idx]),
+        test=Split(x[test_idx], label[test_idx]),
+        n_classes=s.modulus,
+        info=info,
+    )
