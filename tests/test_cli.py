@@ -24,6 +24,7 @@ def tiny_params(tmp_path: Path) -> Path:
     study["data"].update(n_train=60, n_test=100, dim=8, n_classes=3, mean_scale=1.5)
     study["model"]["hidden"] = [32]
     study["train"].update(batch_size=20, max_steps=300)
+    raw["studies"] = {"random_labels": study}  # the other studies have tests of their own
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -138,8 +138,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     write_json(args.out / "model.json", {**result.model_spec, "provenance": prov})
     write_parquet(args.out / "history.parquet", result.history)
     write_json(args.out / "metrics.json", result.metrics)
-    log.info("trained %s/%s on %s: %s after %d steps in %.1fs", args.study, args.run,
-             prov["device"], result.metrics["status"], result.metrics["steps"], elapsed)
+    log.info("trained %s/%s on %s: %s in %.1fs", args.study, args.run, prov["device"],
+             result.metrics["status"], elapsed)
     return 0
 
 

@@ -18,6 +18,7 @@ class StudySection:
     description: str
     claims: list[dict[str, Any]]
     figures: list[tuple[str, str]]  # (caption, inline SVG)
+    run_columns: tuple[str, ...]
     runs: list[dict[str, Any]]  # one row per run: its metrics
     provenance: dict[str, Any]
 
@@ -67,7 +68,8 @@ def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
         runs = [{"run": run, **metrics} for run, metrics in data.get("runs", {}).items()]
         sections.append(StudySection(
             name=name, title=spec.title, description=config.description, claims=data["claims"],
-            figures=figures, runs=runs, provenance=data["provenance"]))
+            figures=figures, run_columns=spec.run_columns, runs=runs,
+            provenance=data["provenance"]))
     first = sections[0].provenance if sections else {}
     provenance = {
         "git_commit": first.get("git_commit", "unknown"),

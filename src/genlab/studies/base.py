@@ -69,3 +69,5 @@ class StudySpec:
     """(study settings, metrics by run, history by run) -> summary with claim checks."""
     figures: Callable[[Mapping[str, Any], pa.Table], list[tuple[str, Figure]]]
     """(summary data, summary table) -> titled matplotlib figures for the report."""
+    run_columns: tuple[str, ...] = ("status",)
+    """Per-run metrics the report's run table shows, in order."""

@@ -252,4 +252,6 @@ SPEC = StudySpec(
     train_run=train_run,
     summarize=summarize,
     figures=figures,
+    run_columns=("status", "steps", "fit_step", "final_train_acc", "final_test_acc",
+                 "final_test_loss"),
 )

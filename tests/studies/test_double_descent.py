@@ -1,0 +1,80 @@
+"""The double-descent study: its claim check's decisions and one real tiny sweep."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from genlab.studies import STUDIES
+from genlab.studies.double_descent import DoubleDescentConfig, check_claim, summarize
+
+N = 40
+
+
+def curve(peak_at: int, peak: float, floor: float = 1.0) -> dict[int, float]:
+    return {p: (peak if p == peak_at else floor) for p in (5, 10, 20, 36, 40, 44, 80, 160, 320)}
+
+
+def test_a_tall_peak_at_n_is_reproduced() -> None:
+    claim = check_claim(curve(40, 50.0), N)
+    assert claim.status == "reproduced"
+    assert claim.numbers["peak_P"] == 40 and claim.numbers["peak_over_P=8N"] == 50.0
+
+
+@pytest.mark.parametrize(("peak_at", "peak"), [(80, 50.0), (40, 5.0), (36, 50.0)])
+def test_off_window_or_short_peaks_are_not_reproduced(peak_at: int, peak: float) -> None:
+    # 80 = 2N is outside [0.9N, 1.1N]; 36 = 0.9N is inside; 5x is not > 10x
+    status = check_claim(curve(peak_at, peak), N).status
+    assert status == ("reproduced" if peak_at == 36 else "not_reproduced")
+
+
+def test_missing_reference_widths_mean_not_run() -> None:
+    mse = curve(40, 50.0)
+    del mse[320]
+    claim = check_claim(mse, N)
+    assert claim.status == "not_run" and "P=8N" in claim.numbers["reason"]
+
+
+def config(**updates) -> DoubleDescentConfig:
+    raw = {
+        "data": {"task": "regression", "teacher_hidden": [], "target_noise_std": 0.5,
+                 "input_dim": 10, "n_train": N, "n_test": 400, "seed": 0},
+        "features": {"widths": [5, 10, 20, 40, 80, 160, 320]},
+        "early_stopping": {"n_val": 100, "max_steps": 10_000, "n_checkpoints": 20},
+        "runs": {"s0": {"seed": 0}, "s1": {"seed": 1}},
+    }
+    raw.update(updates)
+    return DoubleDescentConfig.model_validate(raw)
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValidationError, match="strictly increasing"):
+        config(features={"widths": [10, 5]})
+    with pytest.raises(ValidationError, match="regression"):
+        config(data={"task": "classification", "n_classes": 2, "teacher_hidden": [],
+                     "input_dim": 3, "n_train": 5, "n_test": 5, "seed": 0})
+
+
+def test_a_tiny_sweep_end_to_end() -> None:
+    spec, cfg = STUDIES["double_descent"], config()
+    dataset = spec.synthesize(cfg)
+    metrics, histories = {}, {}
+    for run in cfg.runs:
+        result = spec.train_run(cfg, run, dataset, torch.device("cpu"))
+        metrics[run], histories[run] = result.metrics, result.history
+        rows = result.history.to_pylist()
+        assert [r["n_features"] for r in rows] == list(cfg.features.widths)
+        for r in rows:  # at and past the threshold the minimum-norm fit interpolates
+            if r["n_features"] >= N:
+                assert r["train_mse"] < 1e-12 * max(1.0, r["theta_norm"] ** 2)
+        # nested features: the saved W has max(P) rows; one θ per P
+        assert result.weights["feature_weights"].shape == (320, 10)
+        assert result.weights["theta_p40"].shape == (40,)
+    summary = summarize(cfg, metrics, histories)
+    (claim,) = summary.claims
+    assert claim.status in {"reproduced", "not_reproduced"}
+    mean = summary.data["mean_test_mse_by_n_features"]
+    assert mean["40"] == pytest.approx(np.mean([metrics[r]["test_mse_by_n_features"]["40"]
+                                                for r in cfg.runs]))
