@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from genlab.settings import GaussianMixtureSettings, MLPSettings, SGDSettings
+from genlab.settings import GaussianMixtureSettings, MLPSettings, TrainSettings
 
 
 @pytest.fixture
@@ -19,5 +19,5 @@ def tiny_mlp() -> MLPSettings:
 
 
 @pytest.fixture
-def tiny_sgd() -> SGDSettings:
-    return SGDSettings(lr=0.1, momentum=0.9, batch_size=20, max_steps=400, eval_every=10)
+def tiny_sgd() -> TrainSettings:
+    return TrainSettings(lr=0.1, momentum=0.9, batch_size=20, max_steps=400, eval_every=10)

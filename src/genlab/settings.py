@@ -7,9 +7,9 @@ study modules can import them without an import cycle.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 """Study and run names: lower-case, no path separators (no artifact path can leave the workspace)
@@ -55,20 +55,48 @@ class MLPSettings(FrozenModel):
     bias: bool = True
 
 
-class SGDSettings(FrozenModel):
-    """Minibatch SGD with heavy-ball momentum, cross-entropy loss, a step budget."""
+class TrainSettings(FrozenModel):
+    """One training recipe: optimizer, loss, step-size schedule, step budget, evaluation cadence.
 
-    optimizer: Literal["sgd"] = "sgd"
+    ``gd`` is full-batch gradient descent (batch_size must be omitted); ``sgd`` has heavy-ball
+    momentum with torch.optim.SGD's semantics; ``adam`` is torch.optim.Adam (L2 weight decay).
+    Losses: ``cross_entropy``; ``mse`` = ½‖f(x) − onehot(y)‖² per example (Cohen et al. 2021);
+    ``squared_margin`` = (1 − y f(x))² for a scalar-output binary model, y = ±1.
+    """
+
+    optimizer: Literal["sgd", "gd", "adam"] = "sgd"
+    loss: Literal["cross_entropy", "mse", "squared_margin"] = "cross_entropy"
     lr: float = Field(gt=0, le=1e3)
-    momentum: float = Field(0.0, ge=0, lt=1)
+    momentum: float = Field(0.0, ge=0, lt=1, description="SGD/GD heavy-ball momentum.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="Adam's (β1, β2).")
     weight_decay: float = Field(0.0, ge=0, le=1e3)
-    batch_size: int = Field(ge=1, le=10_000_000)
+    batch_size: int | None = Field(None, ge=1, le=10_000_000, description="Minibatch size "
+                                   "(sgd, adam); omit for gd.")
+    schedule: Literal["constant", "step", "cosine"] = Field(
+        "constant", description="step: multiply lr by step_gamma every step_every steps; "
+        "cosine: from lr to 0 over max_steps.")
+    step_every: int | None = Field(None, ge=1, le=100_000_000)
+    step_gamma: float = Field(0.1, gt=0, le=1)
     max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
     eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations "
                             "(history rows and the stop check).")
     stop_at_train_acc: float | None = Field(
         1.0, gt=0, le=1, description="Stop at the first evaluation whose train accuracy reaches "
         "this value; null trains for max_steps.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.optimizer == "gd" and self.batch_size is not None:
+            raise ValueError("optimizer 'gd' is full-batch: omit batch_size")
+        if self.optimizer != "gd" and self.batch_size is None:
+            raise ValueError(f"optimizer {self.optimizer!r} needs batch_size")
+        if self.optimizer == "adam" and self.momentum:
+            raise ValueError("momentum is for sgd/gd; Adam's is betas[0]")
+        if self.schedule == "step" and self.step_every is None:
+            raise ValueError("schedule 'step' needs step_every")
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be in [0, 1), got {self.betas}")
+        return self
 
 
 class ReportSettings(FrozenModel):
@@ -82,3 +110,4 @@ def format_float_slug(value: float) -> str:
         raise ValueError(f"not a finite number: {value}")
     text = repr(float(value)).replace("+", "")
     return text.removesuffix(".0").replace(".", "_")
+

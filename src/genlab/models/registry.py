@@ -20,6 +20,7 @@ from torch import nn
 from genlab.io import ArtifactError, write_with
 from genlab.models.cnn import CNN, CNNSettings
 from genlab.models.mlp import MLP
+from genlab.models.patch_net import PatchNet, PatchNetSettings
 from genlab.models.transformer import Transformer, TransformerSettings
 from genlab.settings import MLPSettings
 
@@ -29,6 +30,7 @@ MODELS: dict[str, tuple[type[BaseModel], Builder]] = {
     "mlp": (MLPSettings, MLP),
     "cnn": (CNNSettings, CNN),
     "transformer": (TransformerSettings, Transformer),
+    "patch_net": (PatchNetSettings, PatchNet),
 }
 
 

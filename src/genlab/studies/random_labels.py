@@ -23,8 +23,8 @@ from genlab.settings import (
     GaussianMixtureSettings,
     MLPSettings,
     Seed,
-    SGDSettings,
     Slug,
+    TrainSettings,
     format_float_slug,
 )
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
@@ -51,7 +51,7 @@ class RandomLabelsConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: GaussianMixtureSettings
     model: MLPSettings
-    train: SGDSettings
+    train: TrainSettings
     runs: dict[Slug, RandomLabelsRun] = Field(min_length=1, description="One line per run; the "
                                               "key is derived from the settings: p<p>-s<seed>.")
 
@@ -92,11 +92,7 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
         model, tensor(dataset.train.x), tensor(labels), tensor(dataset.test.x),
         tensor(dataset.test.y), config.train,
         torch_generator(run.seed, "batches", device=device.type))
-    history = pa.table({
-        "step": pa.array([r.step for r in result.history], pa.int64()),
-        **{name: pa.array([getattr(r, name) for r in result.history], pa.float64())
-           for name in ("train_loss", "train_acc", "test_loss", "test_acc")},
-    })
+    history = pa.Table.from_pylist([row.as_dict() for row in result.history])
     final = result.final
     metrics = {
         "status": result.status, "steps": result.steps, "fit_step": result.fit_step,

@@ -1,4 +1,4 @@
-"""Train one classifier with minibatch SGD, evaluating on a fixed cadence.
+"""Train one classifier (SGD, full-batch GD or Adam), evaluating on a fixed cadence.
 
 The loop is pure: tensors and settings in, a frozen :class:`TrainResult` out. It never touches
 disk; the CLI writes the artifacts.
@@ -7,13 +7,17 @@ disk; the CLI writes the artifacts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from genlab.settings import SGDSettings
+from genlab.settings import TrainSettings
+
+Probes = Callable[[nn.Module], Mapping[str, float]]
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,13 @@ class EvalRow:
     train_acc: float
     test_loss: float
     test_acc: float
+    probes: Mapping[str, float] = field(default_factory=dict)  # extra quantities, same cadence
+
+    def as_dict(self) -> dict[str, Any]:
+        """One flat history row: the fixed columns, then the probes."""
+        row = asdict(self)
+        probes = row.pop("probes")
+        return {**row, **probes}
 
 
 @dataclass(frozen=True)
@@ -38,20 +49,55 @@ class TrainResult:
         return self.history[-1]
 
 
+def loss_value(kind: str, output: torch.Tensor, target: torch.Tensor,
+               reduction: str = "mean") -> torch.Tensor:
+    """The training loss (see :class:`TrainSettings`), reduced by ``mean`` or ``sum``."""
+    if kind == "cross_entropy":
+        return F.cross_entropy(output, target, reduction=reduction)
+    if kind == "mse":  # ½‖f − onehot(y)‖² per example, as in Cohen et al. 2021
+        onehot = F.one_hot(target, output.shape[1]).to(output.dtype)
+        per_example = 0.5 * (output - onehot).square().sum(dim=1)
+    elif kind == "squared_margin":  # (1 − y f)², y = ±1 from class indices {0, 1}
+        per_example = (1.0 - (2.0 * target.to(output.dtype) - 1.0) * output).square()
+    else:
+        raise ValueError(f"unknown loss {kind!r}")
+    return per_example.mean() if reduction == "mean" else per_example.sum()
+
+
+def correct_count(kind: str, output: torch.Tensor, target: torch.Tensor) -> int:
+    predicted = (output > 0).long() if kind == "squared_margin" else output.argmax(dim=1)
+    return int((predicted == target).sum().item())
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "cross_entropy",
              batch_size: int = 4096) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy over (x, y), in eval mode, in chunks to bound memory."""
+    """Mean loss and accuracy over (x, y), in eval mode, in chunks to bound memory."""
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
     for start in range(0, len(x), batch_size):
-        logits = model(x[start:start + batch_size])
+        output = model(x[start:start + batch_size])
         target = y[start:start + batch_size]
-        loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
-        correct += (logits.argmax(dim=1) == target).sum().item()
+        loss_sum += loss_value(loss, output, target, reduction="sum").item()
+        correct += correct_count(loss, output, target)
     model.train(was_training)
     return loss_sum / len(x), correct / len(x)
+
+
+def make_optimizer(params, s: TrainSettings) -> torch.optim.Optimizer:
+    if s.optimizer == "adam":
+        return torch.optim.Adam(params, lr=s.lr, betas=s.betas, weight_decay=s.weight_decay)
+    return torch.optim.SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
+
+
+def lr_factor(s: TrainSettings, step: int) -> float:
+    """The schedule's multiplier of ``lr`` for the update that ends at ``step`` (1-based)."""
+    if s.schedule == "step":
+        return s.step_gamma ** ((step - 1) // s.step_every)
+    if s.schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * (step - 1) / s.max_steps))
+    return 1.0
 
 
 def _batches(n: int, batch_size: int, generator: torch.Generator):
@@ -65,21 +111,28 @@ def _batches(n: int, batch_size: int, generator: torch.Generator):
 
 
 def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tensor,
-                     x_test: torch.Tensor, y_test: torch.Tensor, settings: SGDSettings,
-                     generator: torch.Generator) -> TrainResult:
-    """SGD on cross-entropy until train accuracy reaches ``stop_at_train_acc`` or the budget ends.
+                     x_test: torch.Tensor, y_test: torch.Tensor, settings: TrainSettings,
+                     generator: torch.Generator, probes: Probes | None = None) -> TrainResult:
+    """Train until train accuracy reaches ``stop_at_train_acc`` or the budget ends.
 
     Evaluation happens at step 0 and every ``eval_every`` steps (and at the last step), so
-    ``fit_step`` is resolved to ``eval_every`` steps, as in Zhang et al.'s protocol. A non-finite
-    loss stops the run as ``diverged`` and keeps the history up to that point.
+    ``fit_step`` is resolved to ``eval_every`` steps, as in Zhang et al.'s protocol; ``probes``
+    (called on the model in eval mode) add quantities to the same rows. A non-finite loss stops
+    the run as ``diverged`` and keeps the history up to that point.
     """
     s = settings
-    optimizer = torch.optim.SGD(model.parameters(), lr=s.lr, momentum=s.momentum,
-                                weight_decay=s.weight_decay)
+    optimizer = make_optimizer(model.parameters(), s)
     history: list[EvalRow] = []
 
     def record(step: int) -> EvalRow:
-        row = EvalRow(step, *evaluate(model, x_train, y_train), *evaluate(model, x_test, y_test))
+        extra: Mapping[str, float] = {}
+        if probes is not None:
+            was_training = model.training
+            model.eval()
+            extra = dict(probes(model))
+            model.train(was_training)
+        row = EvalRow(step, *evaluate(model, x_train, y_train, s.loss),
+                      *evaluate(model, x_test, y_test, s.loss), probes=extra)
         history.append(row)
         return row
 
@@ -89,11 +142,19 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
     row = record(0)
     if fitted(row):
         return TrainResult("fitted", 0, 0, None, tuple(history))
-    batches = _batches(len(x_train), min(s.batch_size, len(x_train)), generator)
+    full_batch = s.optimizer == "gd"
+    batches = None if full_batch else _batches(len(x_train), min(s.batch_size, len(x_train)),
+                                               generator)
     model.train()
     for step in range(1, s.max_steps + 1):
-        idx = next(batches)
-        loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
+        if s.schedule != "constant":
+            for group in optimizer.param_groups:
+                group["lr"] = s.lr * lr_factor(s, step)
+        if full_batch:
+            loss = loss_value(s.loss, model(x_train), y_train)
+        else:
+            idx = next(batches)
+            loss = loss_value(s.loss, model(x_train[idx]), y_train[idx])
         if not math.isfinite(loss.item()):
             return TrainResult("diverged", step - 1, None, step, tuple(history))
         optimizer.zero_grad(set_to_none=True)

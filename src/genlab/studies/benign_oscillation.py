@@ -1,0 +1,270 @@
+"""Benign oscillation: large-step SGD learns the weak feature (Lu, Wu, Yang, Zou, ICLR 2024).
+
+Claim: on data whose points carry a weak feature v (small norm, in every point), a strong feature u
+(large norm, in most points) and noise, SGD with a large learning rate keeps oscillating, and the
+oscillation makes the network learn v as well; small-step SGD converges on u alone. So only the
+large-step model classifies test points that carry the weak feature alone.
+
+Setup (notes/science.md section 3): the feature-noise data (d = 64, u = e1, v = 0.1 e2, n = 16 of
+which 2 weak-only), the two-layer ReLU² patch network f = F₊ − F₋ with m = 8 filters per sign and
+N(0, 0.01²) initialisation, loss (1 − y f)², SGD with batch size 1, η ∈ {0.5, 2.5}, 3000 steps,
+several seeds (seed variance is high: every seed is reported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import Field
+
+from genlab.data.feature_noise import FeatureNoiseSettings
+from genlab.models.patch_net import PatchNetSettings
+from genlab.settings import FrozenModel, Seed, Slug, format_float_slug
+from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from genlab.data.dataset import Dataset
+
+NAME = "benign_oscillation"
+CITATION = ("Lu, Wu, Yang, Zou. Benign oscillation of stochastic gradient descent with large "
+            "learning rates. ICLR 2024 (arXiv:2310.17074).")
+
+
+class RecipeSettings(FrozenModel):
+    """The paper's recipe (SGD, batch 1, loss (1 − y f)²); only its lengths are settings."""
+
+    steps: int = Field(ge=1, le=100_000_000, description="SGD steps (batch size 1).")
+    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between history rows.")
+    late_fraction: float = Field(0.2, gt=0, le=1, description="The last fraction of the history "
+                                 "that counts as 'late' for the oscillation measure.")
+
+
+class BenignOscillationRun(FrozenModel):
+    lr: float = Field(gt=0, le=1e3, description="SGD step size η.")
+    seed: Seed = Field(description="Seed of the initialisation and the sampling order.")
+
+
+class BenignOscillationConfig(FrozenModel):
+    description: str = Field("", max_length=2000)
+    data: FeatureNoiseSettings
+    model: PatchNetSettings
+    recipe: RecipeSettings
+    runs: dict[Slug, BenignOscillationRun] = Field(min_length=1, description="One line per run; "
+                                                   "the key is lr<η>-s<seed>.")
+
+
+def run_id(run: BenignOscillationRun) -> str:
+    return f"lr{format_float_slug(run.lr)}-s{run.seed}"
+
+
+def synthesize(config: BenignOscillationConfig) -> Dataset:
+    from genlab.data.feature_noise import feature_noise
+
+    return feature_noise(config.data)
+
+
+def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset,
+              device: Any) -> RunArtifacts:
+    import torch
+
+    from genlab.data.feature_noise import STRONG, WEAK_ONLY
+    from genlab.models.registry import build_model, model_spec, state_tensors
+    from genlab.seeding import derive_seed, torch_generator
+    from genlab.settings import TrainSettings
+    from genlab.train.loop import train_classifier
+
+    run = config.runs[run_name]
+    input_dim = dataset.train.x.shape[1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(run.seed, "init"))
+        model = build_model("patch_net", config.model, input_dim, 2)
+    model = model.to(device)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(device)
+
+    x_train, y_train = tensor(dataset.train.x), tensor(dataset.train.y)
+    x_test, y_test = tensor(dataset.test.x), tensor(dataset.test.y)
+    sign_train = 2.0 * y_train.double() - 1.0
+    strong_train = tensor(dataset.train.group == STRONG)
+    groups = {g: tensor(dataset.test.group == g) for g in (STRONG, WEAK_ONLY)}
+    weak_index = int(dataset.info["weak_feature"]["index"])
+    strong_index = int(dataset.info["strong_feature"]["index"])
+
+    @torch.no_grad()
+    def probes(net: torch.nn.Module) -> dict[str, float]:
+        f_test = net(x_test)
+        correct = (f_test > 0) == (y_test == 1)
+        margin = sign_train * net(x_train).double()
+        positive = net.filters[0]  # (m, d): the filters of F₊
+        return {
+            # the paper's α_v: max_r ⟨w₊,r, v⟩ / ‖v‖; v ∝ e_weak, so it is one coordinate
+            "alpha_v": positive[:, weak_index].max().item(),
+            "alpha_u": positive[:, strong_index].max().item(),
+            **{f"test_acc_{g}": correct[mask].double().mean().item()
+               for g, mask in groups.items() if mask.any()},
+            "oscillation_strong": (margin[strong_train] - 1).abs().mean().item(),
+        }
+
+    settings = TrainSettings(optimizer="sgd", loss="squared_margin", lr=run.lr, batch_size=1,
+                             max_steps=config.recipe.steps, eval_every=config.recipe.eval_every,
+                             stop_at_train_acc=None)
+    result = train_classifier(model, x_train, y_train, x_test, y_test, settings,
+                              torch_generator(run.seed, "batches", device=device.type),
+                              probes=probes)
+    history = pa.Table.from_pylist([row.as_dict() for row in result.history])
+    final = result.history[-1]
+    late = result.history[-max(1, round(config.recipe.late_fraction * len(result.history))):]
+    metrics = {
+        "status": result.status, "steps": result.steps, "diverged_step": result.diverged_step,
+        "lr": run.lr, "seed": run.seed,
+        "final_train_loss": final.train_loss, "final_train_acc": final.train_acc,
+        **{key: final.probes.get(key) for key in ("alpha_v", "alpha_u", "test_acc_strong",
+                                                   "test_acc_weak_only")},
+        "late_oscillation_strong": float(np.mean([r.probes["oscillation_strong"] for r in late])),
+    }
+    spec = model_spec("patch_net", config.model, input_dim, 2)
+    return RunArtifacts(weights=state_tensors(model), model_spec=spec, history=history,
+                        metrics=metrics)
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation and claim checks.
+# ---------------------------------------------------------------------------------------------
+
+CLAIMS = {
+    "alpha_v": ("Large-step SGD learns the weak feature: α_v grows far more than with a small step",
+                "mean α_v at the largest η is >= 5x the mean α_v at the smallest η"),
+    "weak_acc": ("Only the large-step model classifies weak-feature-only test points",
+                 "mean weak-only test accuracy is >= 0.10 higher at the largest η"),
+    "strong_acc": ("Both step sizes classify points with the strong feature",
+                   "strong-point test accuracy >= 0.99 at both η (every seed's mean)"),
+    "oscillation": ("Large-step SGD keeps oscillating instead of converging",
+                    "late-phase mean |y·f − 1| on strong training points >= 0.2 at the largest η"),
+}
+
+
+def _claim(key: str, status: str, numbers: Mapping[str, Any]) -> ClaimResult:
+    claim, criterion = CLAIMS[key]
+    return ClaimResult(study=NAME, claim=claim, status=status,  # type: ignore[arg-type]
+                       numbers=numbers, citation=CITATION, criterion=criterion)
+
+
+def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
+    """Compare the smallest and the largest η over the seeds that did not diverge."""
+    by_lr: dict[float, list[Mapping[str, Any]]] = {}
+    for m in metrics.values():
+        by_lr.setdefault(float(m["lr"]), []).append(m)
+    if len(by_lr) < 2:
+        return [_claim(k, "not_run", {"reason": "needs runs at two step sizes"}) for k in CLAIMS]
+    small, large = min(by_lr), max(by_lr)
+
+    def values(lr: float, key: str) -> list[float]:
+        return [m[key] for m in by_lr[lr] if m["status"] != "diverged" and m[key] is not None]
+
+    def mean(lr: float, key: str) -> float | None:
+        v = values(lr, key)
+        return float(np.mean(v)) if v else None
+
+    diverged = {str(lr): sum(m["status"] == "diverged" for m in by_lr[lr]) for lr in (small, large)}
+    base = {"eta_small": small, "eta_large": large, "n_diverged": diverged}
+    claims = []
+    a_small, a_large = mean(small, "alpha_v"), mean(large, "alpha_v")
+    per_seed = {str(lr): values(lr, "alpha_v") for lr in (small, large)}
+    if a_small is None or a_large is None:
+        claims.append(_claim("alpha_v", "not_run", {**base, "reason": "every run diverged"}))
+    else:
+        ratio = a_large / a_small if a_small > 0 else float("inf")
+        claims.append(_claim("alpha_v", "reproduced" if ratio >= 5 else "not_reproduced",
+                             {**base, "alpha_v_small": a_small, "alpha_v_large": a_large,
+                              "ratio": ratio, "alpha_v_per_seed": per_seed}))
+    w_small, w_large = mean(small, "test_acc_weak_only"), mean(large, "test_acc_weak_only")
+    if w_small is None or w_large is None:
+        claims.append(_claim("weak_acc", "not_run", {**base, "reason": "no weak-only test points "
+                                                     "or every run diverged"}))
+    else:
+        claims.append(_claim("weak_acc", "reproduced" if w_large - w_small >= 0.10
+                             else "not_reproduced",
+                             {**base, "weak_acc_small": w_small, "weak_acc_large": w_large,
+                              "gap": w_large - w_small,
+                              "weak_acc_per_seed": {str(lr): values(lr, "test_acc_weak_only")
+                                                    for lr in (small, large)}}))
+    strong = {str(lr): mean(lr, "test_acc_strong") for lr in (small, large)}
+    if None in strong.values():
+        claims.append(_claim("strong_acc", "not_run", {**base, "reason": "no strong test points "
+                                                       "or every run diverged"}))
+    else:
+        claims.append(_claim("strong_acc", "reproduced" if min(strong.values()) >= 0.99
+                             else "not_reproduced", {**base, "strong_acc": strong}))
+    osc = mean(large, "late_oscillation_strong")
+    if osc is None:
+        claims.append(_claim("oscillation", "not_run", {**base, "reason": "every run diverged"}))
+    else:
+        claims.append(_claim("oscillation", "reproduced" if osc >= 0.2 else "not_reproduced",
+                             {**base, "late_oscillation_large": osc,
+                              "late_oscillation_small": mean(small, "late_oscillation_strong")}))
+    return claims
+
+
+def summarize(config: BenignOscillationConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
+    tables = []
+    for run, h in sorted(histories.items()):
+        m = metrics[run]
+        tables.append(h.append_column("run", pa.array([run] * h.num_rows))
+                      .append_column("lr", pa.array([m["lr"]] * h.num_rows, pa.float64()))
+                      .append_column("seed", pa.array([m["seed"]] * h.num_rows, pa.int64())))
+    data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
+    return Summary(data=data, claims=tuple(check_claims(metrics)),
+                   table=pa.concat_tables(tables, promote_options="default"))
+
+
+def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
+    import matplotlib.pyplot as plt
+
+    rows = table.to_pylist()
+    lrs = sorted({r["lr"] for r in rows})
+    colour = {lr: c for lr, c in zip(lrs, ("tab:blue", "tab:red", "tab:green", "tab:purple"),
+                                     strict=False)}
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    panels = (("alpha_v", "α_v = max_r ⟨w₊,r, v⟩/‖v‖", "log"),
+              ("train_loss", "training loss", "log"),
+              ("test_acc_weak_only", "weak-only test accuracy", "linear"))
+    for ax, (key, title, scale) in zip(axes, panels, strict=True):
+        for run in sorted({r["run"] for r in rows}):
+            mine = [r for r in rows if r["run"] == run and r.get(key) is not None]
+            if not mine:
+                continue
+            lr = mine[0]["lr"]
+            ax.plot([r["step"] for r in mine], [r[key] for r in mine], color=colour.get(lr),
+                    alpha=0.6, linewidth=0.9,
+                    label=f"η = {lr:g}" if mine[0]["seed"] == min(
+                        r["seed"] for r in rows if r["lr"] == lr) else None)
+        ax.set_title(title)
+        ax.set_xlabel("SGD step")
+        ax.set_yscale(scale)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return [("Weak-feature alignment, training loss and weak-only accuracy during training, "
+             "every seed", fig)]
+
+
+SPEC = StudySpec(
+    name=NAME,
+    title="Benign oscillation (Lu et al. 2024): large-step SGD learns the weak feature",
+    citation=CITATION,
+    config=BenignOscillationConfig,
+    run_id=run_id,
+    synthesize=synthesize,
+    train_run=train_run,
+    summarize=summarize,
+    figures=figures,
+    run_columns=("status", "lr", "seed", "alpha_v", "test_acc_strong", "test_acc_weak_only",
+                 "late_oscillation_strong"),
+)
