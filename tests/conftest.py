@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from genlab.settings import GaussianMixtureSettings, MLPSettings, TrainSettings
+
+# One intra-op thread, as every stage runs (runtime.threads): on 2 cores torch's default of 2 made
+# small models 25-70x slower (DESIGN.md).
+torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -109,3 +109,66 @@ def test_train_refuses_an_undeclared_run(tmp_path: Path, capsys) -> None:
     assert code == 2
     assert "studies.random_labels.runs.p9-s9: no such run" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+class Killed(BaseException):
+    """Not an Exception: nothing in the stage may catch it, as nothing catches SIGKILL."""
+
+
+def test_a_killed_training_job_resumes_to_identical_artifacts(two_runs, tmp_path, monkeypatch):
+    import dataclasses
+
+    from genlab import cli
+
+    reference, _ = two_runs
+    raw = yaml.safe_load(tiny_params(tmp_path).read_text())
+    raw["runtime"]["checkpoint_minutes"] = 0  # a checkpoint at every evaluation
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    study = tmp_path / "data" / "random_labels"
+    common = ["--params", str(params), "--study", "random_labels"]
+    assert main(["synthesize", *common, "--out", str(study / "dataset")]) == 0
+    train = ["train", *common, "--run", "p0_5-s0", "--dataset", str(study / "dataset"),
+             "--out", str(study / "runs" / "p0_5-s0")]
+
+    original = cli.CheckpointFolder.checkpointing
+
+    def dies_after_step_30(self, minutes, device):
+        plan = original(self, minutes, device)
+
+        def save(ckpt):
+            plan.save(ckpt)
+            if ckpt.step == 30:
+                raise Killed
+
+        return dataclasses.replace(plan, save=save)
+
+    monkeypatch.setattr(cli.CheckpointFolder, "checkpointing", dies_after_step_30)
+    with pytest.raises(Killed):
+        main(train)
+    run_dir = study / "runs" / "p0_5-s0"
+    assert sorted(p.name for p in run_dir.iterdir()) == [".checkpoint"]  # no output yet
+    monkeypatch.setattr(cli.CheckpointFolder, "checkpointing", original)
+    assert main(train) == 0
+    assert not (run_dir / ".checkpoint").exists()
+    theirs = digests(reference / "data/random_labels/runs/p0_5-s0")
+    assert digests(run_dir) == theirs
+
+
+def test_a_checkpoint_from_other_settings_is_not_used(tmp_path, caplog) -> None:
+    import json as json_
+
+    raw = yaml.safe_load(tiny_params(tmp_path).read_text())
+    raw["runtime"]["checkpoint_minutes"] = 0
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    study = tmp_path / "data" / "random_labels"
+    common = ["--params", str(params), "--study", "random_labels"]
+    assert main(["synthesize", *common, "--out", str(study / "dataset")]) == 0
+    stale = study / "runs" / "p0-s0" / ".checkpoint"
+    stale.mkdir(parents=True)
+    (stale / "state.safetensors").write_bytes(b"not a checkpoint")
+    (stale / "state.json").write_text(json_.dumps({"settings_sha256": "other", "step": 5}))
+    assert main(["train", *common, "--run", "p0-s0", "--dataset", str(study / "dataset"),
+                 "--out", str(study / "runs" / "p0-s0")]) == 0
+    assert "ignoring checkpoint" in caplog.text

@@ -129,7 +129,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
     t0 = time.perf_counter()
-    result = spec.train_run(config, args.run, _load_dataset(args.dataset), device)
+    checkpoints = CheckpointFolder(args.out / ".checkpoint",
+                                   settings_hash(stage_settings(config, "train", args.run)))
+    result = spec.train_run(config, args.run, _load_dataset(args.dataset), device,
+                            checkpoints.checkpointing(params.runtime.checkpoint_minutes, device))
     elapsed = time.perf_counter() - t0
     prov = _provenance(stage_settings(config, "train", args.run), describe_device(device),
                        config.runs[args.run].seed)
@@ -138,9 +141,71 @@ def cmd_train(args: argparse.Namespace) -> int:
     write_json(args.out / "model.json", {**result.model_spec, "provenance": prov})
     write_parquet(args.out / "history.parquet", result.history)
     write_json(args.out / "metrics.json", result.metrics)
+    checkpoints.remove()
     log.info("trained %s/%s on %s: %s in %.1fs", args.study, args.run, prov["device"],
              result.metrics["status"], elapsed)
     return 0
+
+
+class CheckpointFolder:
+    """A run's checkpoint beside its outputs: tensors, then the JSON that vouches for them.
+
+    The JSON names the tensors file's sha256 and the stage settings' hash; a checkpoint whose
+    files disagree (killed between the two writes) or whose settings differ is not used.
+    """
+
+    def __init__(self, folder: Path, settings_sha256: str) -> None:
+        self.folder, self.settings_sha256 = folder, settings_sha256
+
+    def load(self, device):  # -> Checkpoint | None
+        import hashlib
+
+        from safetensors.torch import load_file
+
+        from genlab.io import read_json
+        from genlab.train.checkpoint import from_records
+
+        tensors_path, meta_path = self.folder / "state.safetensors", self.folder / "state.json"
+        if not (tensors_path.exists() and meta_path.exists()):
+            return None
+        meta = read_json(meta_path)
+        digest = hashlib.sha256(tensors_path.read_bytes()).hexdigest()
+        if meta.get("settings_sha256") != self.settings_sha256 or meta.get("tensors_sha256") != \
+                digest:
+            log.warning("ignoring checkpoint %s: made with other settings or incomplete",
+                        self.folder)
+            return None
+        log.info("resuming from the checkpoint at step %d", meta["step"])
+        return from_records(load_file(str(tensors_path)), meta, device)
+
+    def checkpointing(self, minutes: float, device):  # -> Checkpointing
+        import hashlib
+
+        from safetensors.torch import save_file
+
+        from genlab.io import write_json, write_with
+        from genlab.train.checkpoint import to_records
+        from genlab.train.loop import Checkpointing
+
+        last = [time.monotonic()]
+
+        def save(ckpt) -> None:
+            tensors, meta = to_records(ckpt)
+            path = self.folder / "state.safetensors"
+            write_with(path, lambda tmp: save_file(tensors, str(tmp)))
+            meta |= {"settings_sha256": self.settings_sha256,
+                     "tensors_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            write_json(self.folder / "state.json", meta)
+            last[0] = time.monotonic()
+            log.info("checkpoint at step %d", ckpt.step)
+
+        return Checkpointing(save=save, due=lambda step: time.monotonic() - last[0] >= minutes * 60,
+                             resume=self.load(device))
+
+    def remove(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:

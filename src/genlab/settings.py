@@ -33,6 +33,10 @@ class RuntimeSettings(FrozenModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto = CUDA when present, else CPU.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    checkpoint_minutes: float = Field(
+        10.0, ge=0, le=1e6, description="A training job saves a checkpoint at the first "
+        "evaluation after this many minutes (0: at every evaluation); a killed job resumes from "
+        "it, and ends exactly as an uninterrupted one.")
 
 
 class GaussianMixtureSettings(FrozenModel):
@@ -110,4 +114,5 @@ def format_float_slug(value: float) -> str:
         raise ValueError(f"not a finite number: {value}")
     text = repr(float(value)).replace("+", "")
     return text.removesuffix(".0").replace(".", "_")
+
 

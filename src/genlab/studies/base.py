@@ -63,8 +63,8 @@ class StudySpec:
     """Canonical, readable id of a run from its settings (``p0_5-s0``); params.yaml keys must
     match it."""
     synthesize: Callable[[Any], Dataset]
-    train_run: Callable[[Any, str, Dataset, Any], RunArtifacts]
-    """(study settings, run id, dataset, torch device) -> artifacts."""
+    train_run: Callable[[Any, str, Dataset, Any, Any], RunArtifacts]
+    """(study settings, run id, dataset, torch device, Checkpointing or None) -> artifacts."""
     summarize: Callable[[Any, Mapping[str, Mapping[str, Any]], Mapping[str, pa.Table]], Summary]
     """(study settings, metrics by run, history by run) -> summary with claim checks."""
     figures: Callable[[Mapping[str, Any], pa.Table], list[tuple[str, Figure]]]

@@ -68,8 +68,8 @@ def synthesize(config: BenignOscillationConfig) -> Dataset:
     return feature_noise(config.data)
 
 
-def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset,
-              device: Any) -> RunArtifacts:
+def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
     import torch
 
     from genlab.data.feature_noise import STRONG, WEAK_ONLY
@@ -116,7 +116,7 @@ def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset,
                              stop_at_train_acc=None)
     result = train_classifier(model, x_train, y_train, x_test, y_test, settings,
                               torch_generator(run.seed, "batches", device=device.type),
-                              probes=probes)
+                              probes=probes, checkpointing=checkpointing)
     history = pa.Table.from_pylist([row.as_dict() for row in result.history])
     final = result.history[-1]
     late = result.history[-max(1, round(config.recipe.late_fraction * len(result.history))):]

@@ -128,8 +128,8 @@ def sweep(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np
     return rows, thetas
 
 
-def train_run(config: DoubleDescentConfig, run_name: str, dataset: Dataset,
-              device: Any) -> RunArtifacts:
+def train_run(config: DoubleDescentConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
     import torch
 
     from genlab.models.random_features import random_feature_weights

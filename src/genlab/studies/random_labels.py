@@ -66,8 +66,8 @@ def synthesize(config: RandomLabelsConfig) -> Dataset:
     return gaussian_mixture(config.data)
 
 
-def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
-              device: Any) -> RunArtifacts:
+def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
     # torch is imported here, not at module level: params validation (Snakemake's parse step,
     # `genlab check-params`) imports every study module and must stay fast.
     import torch
@@ -91,7 +91,7 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
     result = train_classifier(
         model, tensor(dataset.train.x), tensor(labels), tensor(dataset.test.x),
         tensor(dataset.test.y), config.train,
-        torch_generator(run.seed, "batches", device=device.type))
+        torch_generator(run.seed, "batches", device=device.type), checkpointing=checkpointing)
     history = pa.Table.from_pylist([row.as_dict() for row in result.history])
     final = result.final
     metrics = {

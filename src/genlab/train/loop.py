@@ -6,6 +6,7 @@ disk; the CLI writes the artifacts.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -100,25 +101,68 @@ def lr_factor(s: TrainSettings, step: int) -> float:
     return 1.0
 
 
+class MinibatchSampler:
+    """Minibatch indices: a fresh permutation each epoch, no example repeated within one (the last
+    partial batch of an epoch is dropped). Its state is small and exact, so training resumes from
+    a checkpoint on the very batch it would have drawn."""
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator) -> None:
+        self.n, self.batch_size, self.generator = n, min(batch_size, n), generator
+        self.order: torch.Tensor | None = None  # this epoch's permutation
+        self.position = 0  # index into it of the next batch
+
+    def next(self) -> torch.Tensor:
+        if self.order is None or self.position + self.batch_size > self.n:
+            self.order = torch.randperm(self.n, generator=self.generator,
+                                        device=self.generator.device)
+            self.position = 0
+        batch = self.order[self.position:self.position + self.batch_size]
+        self.position += self.batch_size
+        return batch
+
+
 def _batches(n: int, batch_size: int, generator: torch.Generator):
-    """Endless minibatch indices: a fresh permutation each epoch, no example repeated within one."""
+    """The sampler's batches as an endless iterator."""
+    sampler = MinibatchSampler(n, batch_size, generator)
     while True:
-        order = torch.randperm(n, generator=generator, device=generator.device)
-        for start in range(0, n - batch_size + 1, batch_size):
-            yield order[start:start + batch_size]
-        if n < batch_size:
-            yield order
+        yield sampler.next()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Everything needed to continue a run bit-exactly from an evaluation step."""
+
+    step: int
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]  # torch's optimizer state_dict
+    generator: torch.Tensor  # torch.Generator.get_state()
+    order: torch.Tensor | None  # the sampler's current epoch
+    position: int
+    history: tuple[EvalRow, ...]
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """When to save (``due(step)``, asked at evaluation steps) and how (``save``); ``resume`` is
+    the checkpoint to start from, if any."""
+
+    save: Callable[[Checkpoint], None]
+    due: Callable[[int], bool]
+    resume: Checkpoint | None = None
 
 
 def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Tensor,
                      x_test: torch.Tensor, y_test: torch.Tensor, settings: TrainSettings,
-                     generator: torch.Generator, probes: Probes | None = None) -> TrainResult:
+                     generator: torch.Generator, probes: Probes | None = None,
+                     checkpointing: Checkpointing | None = None) -> TrainResult:
     """Train until train accuracy reaches ``stop_at_train_acc`` or the budget ends.
 
     Evaluation happens at step 0 and every ``eval_every`` steps (and at the last step), so
     ``fit_step`` is resolved to ``eval_every`` steps, as in Zhang et al.'s protocol; ``probes``
     (called on the model in eval mode) add quantities to the same rows. A non-finite loss stops
-    the run as ``diverged`` and keeps the history up to that point.
+    the run as ``diverged`` and keeps the history up to that point. With ``checkpointing``,
+    the state is handed to ``save`` at evaluation steps where ``due``; a run resumed from one
+    ends exactly as an uninterrupted run would.
     """
     s = settings
     optimizer = make_optimizer(model.parameters(), s)
@@ -139,21 +183,39 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
     def fitted(row: EvalRow) -> bool:
         return s.stop_at_train_acc is not None and row.train_acc >= s.stop_at_train_acc
 
-    row = record(0)
-    if fitted(row):
-        return TrainResult("fitted", 0, 0, None, tuple(history))
     full_batch = s.optimizer == "gd"
-    batches = None if full_batch else _batches(len(x_train), min(s.batch_size, len(x_train)),
-                                               generator)
+    sampler = None if full_batch else MinibatchSampler(len(x_train), s.batch_size, generator)
+    resume = checkpointing.resume if checkpointing else None
+    if resume is None:
+        row = record(0)
+        if fitted(row):
+            return TrainResult("fitted", 0, 0, None, tuple(history))
+        start = 1
+    else:
+        model.load_state_dict(resume.model)
+        optimizer.load_state_dict(resume.optimizer)
+        generator.set_state(resume.generator)
+        if sampler is not None:
+            sampler.order, sampler.position = resume.order, resume.position
+        history.extend(resume.history)
+        start = resume.step + 1
+
+    def save(step: int) -> None:
+        checkpointing.save(Checkpoint(
+            step=step, model={k: v.detach().clone() for k, v in model.state_dict().items()},
+            optimizer=copy.deepcopy(optimizer.state_dict()), generator=generator.get_state(),
+            order=None if sampler is None or sampler.order is None else sampler.order.clone(),
+            position=0 if sampler is None else sampler.position, history=tuple(history)))
+
     model.train()
-    for step in range(1, s.max_steps + 1):
+    for step in range(start, s.max_steps + 1):
         if s.schedule != "constant":
             for group in optimizer.param_groups:
                 group["lr"] = s.lr * lr_factor(s, step)
         if full_batch:
             loss = loss_value(s.loss, model(x_train), y_train)
         else:
-            idx = next(batches)
+            idx = sampler.next()
             loss = loss_value(s.loss, model(x_train[idx]), y_train[idx])
         if not math.isfinite(loss.item()):
             return TrainResult("diverged", step - 1, None, step, tuple(history))
@@ -166,4 +228,6 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
                 return TrainResult("diverged", step, None, step, tuple(history))
             if fitted(row):
                 return TrainResult("fitted", step, step, None, tuple(history))
+            if checkpointing is not None and step < s.max_steps and checkpointing.due(step):
+                save(step)
     return TrainResult("budget", s.max_steps, None, None, tuple(history))
