@@ -44,6 +44,21 @@ def build_model(kind: str, settings: BaseModel, input_dim: int, output_dim: int)
     return builder(settings, input_dim, output_dim)
 
 
+def build_seeded_model(kind: str, settings: BaseModel, input_dim: int, output_dim: int,
+                       seed: int, device: torch.device | str = "cpu") -> nn.Module:
+    """Build with weights initialised from ``seed`` (its "init" stream), then move to ``device``.
+
+    Initialised on the CPU inside a forked RNG: the same seed gives the same initial weights on
+    any device, and the caller's global RNG state is untouched.
+    """
+    from genlab.seeding import derive_seed
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "init"))
+        model = build_model(kind, settings, input_dim, output_dim)
+    return model.to(device)
+
+
 def model_spec(kind: str, settings: BaseModel, input_dim: int, output_dim: int) -> dict[str, Any]:
     """What model.json records to rebuild the module."""
     return {"kind": kind, "settings": settings.model_dump(mode="json"),
@@ -78,5 +93,5 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "build_model", "count_parameters", "load_model", "model_spec", "save_weights",
-           "state_tensors"]
+__all__ = ["MODELS", "build_model", "build_seeded_model", "count_parameters", "load_model",
+           "model_spec", "save_weights", "state_tensors"]

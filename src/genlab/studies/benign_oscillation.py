@@ -73,17 +73,14 @@ def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, 
     import torch
 
     from genlab.data.feature_noise import STRONG, WEAK_ONLY
-    from genlab.models.registry import build_model, model_spec, state_tensors
-    from genlab.seeding import derive_seed, torch_generator
+    from genlab.models.registry import build_seeded_model, model_spec, state_tensors
+    from genlab.seeding import torch_generator
     from genlab.settings import TrainSettings
     from genlab.train.loop import train_classifier
 
     run = config.runs[run_name]
     input_dim = dataset.train.x.shape[1]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derive_seed(run.seed, "init"))
-        model = build_model("patch_net", config.model, input_dim, 2)
-    model = model.to(device)
+    model = build_seeded_model("patch_net", config.model, input_dim, 2, run.seed, device)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)

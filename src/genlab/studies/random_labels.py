@@ -73,17 +73,19 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, devic
     import torch
 
     from genlab.data.dataset import corrupt_labels
-    from genlab.models.registry import build_model, count_parameters, model_spec, state_tensors
-    from genlab.seeding import derive_seed, torch_generator
+    from genlab.models.registry import (
+        build_seeded_model,
+        count_parameters,
+        model_spec,
+        state_tensors,
+    )
+    from genlab.seeding import torch_generator
     from genlab.train.loop import train_classifier
 
     run = config.runs[run_name]
     labels, replaced = corrupt_labels(dataset.train, run.label_noise)
     input_dim = dataset.train.x.shape[1]
-    with torch.random.fork_rng(devices=[]):  # init on CPU from the run's seed: same on any device
-        torch.manual_seed(derive_seed(run.seed, "init"))
-        model = build_model("mlp", config.model, input_dim, dataset.n_classes)
-    model = model.to(device)
+    model = build_seeded_model("mlp", config.model, input_dim, dataset.n_classes, run.seed, device)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
