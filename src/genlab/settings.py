@@ -116,3 +116,4 @@ def format_float_slug(value: float) -> str:
     return text.removesuffix(".0").replace(".", "_")
 
 
+

@@ -1,0 +1,214 @@
+"""The ensemble trainer: every model ends as train_classifier leaves it when trained alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from genlab.data.dataset import corrupt_labels
+from genlab.data.gaussian_mixture import gaussian_mixture
+from genlab.models.registry import build_model
+from genlab.settings import MLPSettings, TrainSettings
+from genlab.train import ensemble
+from genlab.train.ensemble import train_classifier_ensemble
+from genlab.train.loop import TrainResult, train_classifier
+
+# Float32 summed in other orders (a batched kernel vs the loop's per-model one) differs by about
+# one rounding, eps/2 ~ 6e-8 relative, per operation; a few hundred SGD steps on these
+# well-conditioned runs compound that to ~1e-6 at most. rtol=1e-5 leaves a margin of ten and still
+# catches a real mistake (another minibatch, lr or momentum moves the metrics by >1e-3); atol=1e-6
+# covers values near zero (losses of fitted models, parameters crossing zero). On CPU with MKL
+# the two agree to the bit, but another BLAS or a GPU need not.
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+LABEL_NOISE = (0.0, 0.2, 0.5, 1.0)
+
+
+def _data(mixture) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Inputs, one row of training labels per label-noise level, test data, class count."""
+    ds = gaussian_mixture(mixture)
+    labels = torch.stack([torch.from_numpy(corrupt_labels(ds.train, p)[0]) for p in LABEL_NOISE])
+    x, x_test, y_test = (torch.from_numpy(a) for a in (ds.train.x, ds.test.x, ds.test.y))
+    return x, labels, x_test, y_test, ds.n_classes
+
+
+def _models(mlp: MLPSettings, n_models: int, dim: int, n_classes: int) -> list[nn.Module]:
+    models = []
+    for seed in range(n_models):
+        torch.manual_seed(seed)
+        models.append(build_model("mlp", mlp, dim, n_classes))
+    return models
+
+
+def _generators(n: int) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(100 + k) for k in range(n)]
+
+
+def _one_by_one(models, x, labels, x_test, y_test, settings) -> list[TrainResult]:
+    return [train_classifier(m, x, labels[k], x_test, y_test, s, g)
+            for k, (m, s, g) in enumerate(zip(models, settings, _generators(len(models)),
+                                              strict=True))]
+
+
+def _assert_same(got: TrainResult, want: TrainResult) -> None:
+    assert (got.status, got.steps, got.fit_step, got.diverged_step) == (
+        want.status, want.steps, want.fit_step, want.diverged_step)
+    assert [r.step for r in got.history] == [r.step for r in want.history]
+
+    def metrics(result: TrainResult) -> torch.Tensor:
+        return torch.tensor([[r.train_loss, r.train_acc, r.test_loss, r.test_acc]
+                             for r in result.history], dtype=torch.float64)
+
+    assert_close(metrics(got), metrics(want), equal_nan=True, **TOL)  # NaN: a diverged row
+
+
+def _assert_same_parameters(got: nn.Module, want: nn.Module) -> None:
+    for (name, a), (_, b) in zip(got.named_parameters(), want.named_parameters(), strict=True):
+        assert_close(a, b, equal_nan=True, msg=lambda m, name=name: f"{name}: {m}", **TOL)
+    assert got.training == want.training
+
+
+@pytest.mark.parametrize("method", ["bmm", "vmap"])
+def test_matches_the_loop_model_by_model(tiny_mixture, tiny_mlp, tiny_sgd, method) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [
+        tiny_sgd,  # clean labels: fits
+        tiny_sgd.model_copy(update={"lr": 0.05, "weight_decay": 1e-3, "schedule": "step",
+                                    "step_every": 50, "step_gamma": 0.5}),
+        # a budget that is not a multiple of eval_every: its last row is off the cadence
+        tiny_sgd.model_copy(update={"lr": 0.2, "momentum": 0.5, "max_steps": 95}),
+        tiny_sgd.model_copy(update={"momentum": 0.0, "schedule": "cosine"}),
+    ]
+    models = _models(tiny_mlp, 4, x.shape[1], n_classes)
+    alone = _models(tiny_mlp, 4, x.shape[1], n_classes)
+    want = _one_by_one(alone, x, labels, x_test, y_test, settings)
+    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(4),
+                                    method=method)
+    # the runs stop for different reasons at different steps, so models leave the stack mid-way
+    assert {r.status for r in want} == {"fitted", "budget"}
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
+
+
+@pytest.mark.parametrize("method", ["bmm", "vmap"])
+@pytest.mark.parametrize("eval_every", [1000, 1])
+def test_one_model_diverging_leaves_the_others_alone(tiny_mixture, tiny_sgd, eval_every,
+                                                     method) -> None:
+    # eval_every=1000: the loss turns non-finite between evaluations (found from the per-step
+    # flags); eval_every=1: an evaluation's non-finite loss comes first (test loss inf)
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    mlp = MLPSettings(hidden=(16,), activation="relu")  # ReLU logits grow without bound
+    base = tiny_sgd.model_copy(update={"max_steps": 60, "eval_every": eval_every,
+                                       "stop_at_train_acc": None})
+    settings = [
+        base,
+        base.model_copy(update={"lr": 1e3, "momentum": 0.99}),
+        base.model_copy(update={"stop_at_train_acc": 0.05}),  # fits at step 0, never steps
+        base.model_copy(update={"lr": 0.05}),
+    ]
+    models = _models(mlp, 4, x.shape[1], n_classes)
+    alone = _models(mlp, 4, x.shape[1], n_classes)
+    want = _one_by_one(alone, x, labels, x_test, y_test, settings)
+    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(4),
+                                    method=method)
+    assert [r.status for r in want] == ["budget", "diverged", "fitted", "budget"]
+    assert want[1].diverged_step < 60 and want[2].steps == 0
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)  # the diverged one: as before its last step
+
+
+def test_shared_labels_are_every_models(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [tiny_sgd.model_copy(update={"max_steps": 30})] * 2
+    shared = train_classifier_ensemble(_models(tiny_mlp, 2, x.shape[1], n_classes), x,
+                                       labels[0], x_test, y_test, settings, _generators(2))
+    stacked = train_classifier_ensemble(_models(tiny_mlp, 2, x.shape[1], n_classes), x,
+                                        labels[[0, 0]], x_test, y_test, settings, _generators(2))
+    assert shared == stacked
+
+
+@pytest.mark.parametrize("mlp", [MLPSettings(hidden=(8, 8), activation="gelu"),
+                                 MLPSettings(hidden=(8,), activation="relu", bias=False)])
+def test_other_mlps_match_the_loop(tiny_mixture, tiny_sgd, mlp) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [tiny_sgd.model_copy(update={"max_steps": 50, "lr": lr}) for lr in (0.05, 0.1)]
+    models, alone = (_models(mlp, 2, x.shape[1], n_classes) for _ in range(2))
+    want = _one_by_one(alone, x, labels, x_test, y_test, settings)
+    got = train_classifier_ensemble(models, x, labels[:2], x_test, y_test, settings,
+                                    _generators(2), method="bmm")
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
+
+
+def test_groups_of_models_train_as_one_batch(tiny_mixture, tiny_mlp, tiny_sgd,
+                                             monkeypatch) -> None:
+    # on the CPU a large K runs its forward/backward in groups; each model's numbers are its own
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [tiny_sgd.model_copy(update={"max_steps": 30, "lr": lr})
+                for lr in (0.05, 0.1, 0.2)]
+    runs = []
+    for bound in (2**18, 2 * 20 * 16):  # one group of 3; groups of 2 and 1 (batch 20, width 16)
+        monkeypatch.setattr(ensemble, "_STEP_ACTIVATIONS", bound)
+        models = _models(tiny_mlp, 3, x.shape[1], n_classes)
+        runs.append((train_classifier_ensemble(models, x, labels[:3], x_test, y_test, settings,
+                                               _generators(3)), models))
+    (one, models_one), (grouped, models_grouped) = runs
+    assert one == grouped
+    for a, b in zip(models_one, models_grouped, strict=True):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"eval_every": 5}, "share eval_every"),
+    ({"batch_size": 10}, "share batch_size"),
+    ({"optimizer": "adam", "momentum": 0.0}, "SGD on cross-entropy"),
+    ({"loss": "mse"}, "SGD on cross-entropy"),
+])
+def test_settings_it_cannot_batch_are_refused(tiny_mixture, tiny_mlp, tiny_sgd, change,
+                                              match) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [tiny_sgd, TrainSettings(**{**tiny_sgd.model_dump(), **change})]
+    with pytest.raises(ValueError, match=match):
+        train_classifier_ensemble(_models(tiny_mlp, 2, x.shape[1], n_classes), x, labels[:2],
+                                  x_test, y_test, settings, _generators(2))
+
+
+def test_inputs_that_do_not_line_up_are_refused(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    models = _models(tiny_mlp, 2, x.shape[1], n_classes)
+    with pytest.raises(ValueError, match="y_train must have shape"):
+        train_classifier_ensemble(models, x, labels, x_test, y_test, [tiny_sgd] * 2,
+                                  _generators(2))
+    with pytest.raises(ValueError, match="one of each per model"):
+        train_classifier_ensemble(models, x, labels[:2], x_test, y_test, [tiny_sgd],
+                                  _generators(2))
+    other = build_model("mlp", MLPSettings(hidden=(8,)), x.shape[1], n_classes)
+    with pytest.raises(ValueError, match="same architecture"):
+        train_classifier_ensemble([models[0], other], x, labels[:2], x_test, y_test,
+                                  [tiny_sgd] * 2, _generators(2))
+    dropout = [nn.Sequential(nn.Linear(x.shape[1], 4), nn.Dropout(0.0), nn.Linear(4, n_classes))]
+    with pytest.raises(ValueError, match="method='bmm' needs"):
+        train_classifier_ensemble(dropout, x, labels[0], x_test, y_test, [tiny_sgd],
+                                  _generators(1), method="bmm")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_stays_on_the_gpu_and_matches_the_loop_there(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
+    cuda = torch.device("cuda")
+    x, labels, x_test, y_test, n_classes = (
+        t.to(cuda) if isinstance(t, torch.Tensor) else t for t in _data(tiny_mixture))
+    settings = [tiny_sgd.model_copy(update={"lr": lr, "max_steps": 100})
+                for lr in (0.05, 0.1, 0.2, 0.1)]
+    models = [m.to(cuda) for m in _models(tiny_mlp, 4, x.shape[1], n_classes)]
+    alone = [m.to(cuda) for m in _models(tiny_mlp, 4, x.shape[1], n_classes)]
+    want = _one_by_one(alone, x, labels, x_test, y_test, settings)
+    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(4))
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
+        assert all(p.device.type == "cuda" for p in model.parameters())
