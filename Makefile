@@ -13,11 +13,13 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check -c requirements/
 .PHONY: install reproduce test lint schema clean
 .DEFAULT_GOAL := reproduce
 
-$(VENV)/.installed: pyproject.toml requirements/constraints.txt
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and alone, pinned: a bare `torch` requirement resolves to a multi-GB CUDA build
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[dev]'
+	# curvature operators: no-deps on purpose, see the file
+	$(PIP) --no-deps -r requirements/no-deps.txt
 	touch $@
 
 install: $(VENV)/.installed
