@@ -64,8 +64,9 @@ class TrainSettings(FrozenModel):
 
     ``gd`` is full-batch gradient descent (batch_size must be omitted); ``sgd`` has heavy-ball
     momentum with torch.optim.SGD's semantics; ``adam`` is torch.optim.Adam (L2 weight decay).
-    Losses: ``cross_entropy``; ``mse`` = ½‖f(x) − onehot(y)‖² per example (Cohen et al. 2021);
-    ``squared_margin`` = (1 − y f(x))² for a scalar-output binary model, y = ±1.
+    Losses: ``cross_entropy``; ``mse`` = ½‖f(x) − onehot(y)‖² per example for class labels (Cohen
+    et al. 2021) and ½(f(x) − y)² for float regression targets; ``squared_margin`` =
+    (1 − y f(x))² for a scalar-output binary model, y = ±1.
     """
 
     optimizer: Literal["sgd", "gd", "adam"] = "sgd"
@@ -87,6 +88,9 @@ class TrainSettings(FrozenModel):
     stop_at_train_acc: float | None = Field(
         1.0, gt=0, le=1, description="Stop at the first evaluation whose train accuracy reaches "
         "this value; null trains for max_steps.")
+    stop_at_train_loss: float | None = Field(
+        None, gt=0, le=1e6, description="Stop at the first evaluation whose train loss is at or "
+        "below this value (for regression, where accuracy means nothing).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

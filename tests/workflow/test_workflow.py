@@ -77,7 +77,8 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     assert project.dvc_repro() == set()
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
-                                                   "double_descent": 1, "eos_gd": 3}
+                                                   "double_descent": 1, "eos_gd": 3,
+                                                   "sgd_stability": 3}
 
 
 def test_every_rule_logs(project: Project) -> None:

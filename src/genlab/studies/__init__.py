@@ -6,12 +6,19 @@ one line in :data:`STUDIES`, one block in ``params.yaml`` and one stage block in
 
 from __future__ import annotations
 
-from genlab.studies import benign_oscillation, double_descent, eos_gd, random_labels
+from genlab.studies import (
+    benign_oscillation,
+    double_descent,
+    eos_gd,
+    random_labels,
+    sgd_stability,
+)
 from genlab.studies.base import ClaimResult, StudySpec
 
 STUDIES: dict[str, StudySpec] = {
     spec.name: spec
-    for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC)
+    for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC,
+                 sgd_stability.SPEC)
 }
 
 __all__ = ["STUDIES", "ClaimResult", "StudySpec"]

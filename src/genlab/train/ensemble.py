@@ -370,6 +370,9 @@ def _validate(models: Sequence[nn.Module], x_train: Tensor, y_train: Tensor, x_t
         if s.optimizer != "sgd" or s.loss != "cross_entropy":
             raise ValueError("the ensemble trains with SGD on cross-entropy; got optimizer "
                              f"{s.optimizer!r} and loss {s.loss!r} (train_classifier does those)")
+        if s.stop_at_train_loss is not None:
+            raise ValueError("the ensemble stops on train accuracy only; stop_at_train_loss "
+                             "needs train_classifier")
     for name in ("eval_every", "batch_size"):
         values = sorted({getattr(s, name) for s in settings})
         if len(values) > 1:

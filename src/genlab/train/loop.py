@@ -55,7 +55,9 @@ def loss_value(kind: str, output: torch.Tensor, target: torch.Tensor,
     """The training loss (see :class:`TrainSettings`), reduced by ``mean`` or ``sum``."""
     if kind == "cross_entropy":
         return F.cross_entropy(output, target, reduction=reduction)
-    if kind == "mse":  # ½‖f − onehot(y)‖² per example, as in Cohen et al. 2021
+    if kind == "mse" and target.is_floating_point():  # regression: ½(f − y)²
+        per_example = 0.5 * (output.reshape(target.shape) - target).square()
+    elif kind == "mse":  # ½‖f − onehot(y)‖² per example, as in Cohen et al. 2021
         onehot = F.one_hot(target, output.shape[1]).to(output.dtype)
         per_example = 0.5 * (output - onehot).square().sum(dim=1)
     elif kind == "squared_margin":  # (1 − y f)², y = ±1 from class indices {0, 1}
@@ -73,7 +75,8 @@ def correct_count(kind: str, output: torch.Tensor, target: torch.Tensor) -> int:
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "cross_entropy",
              batch_size: int = 4096) -> tuple[float, float]:
-    """Mean loss and accuracy over (x, y), in eval mode, in chunks to bound memory."""
+    """Mean loss and accuracy over (x, y), in eval mode, in chunks to bound memory. Accuracy is
+    NaN for regression targets, where it has no meaning."""
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
@@ -81,9 +84,11 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "cr
         output = model(x[start:start + batch_size])
         target = y[start:start + batch_size]
         loss_sum += loss_value(loss, output, target, reduction="sum").item()
-        correct += correct_count(loss, output, target)
+        if not target.is_floating_point():
+            correct += correct_count(loss, output, target)
     model.train(was_training)
-    return loss_sum / len(x), correct / len(x)
+    accuracy = math.nan if y.is_floating_point() else correct / len(x)
+    return loss_sum / len(x), accuracy
 
 
 def make_optimizer(params, s: TrainSettings) -> torch.optim.Optimizer:
@@ -155,7 +160,8 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
                      x_test: torch.Tensor, y_test: torch.Tensor, settings: TrainSettings,
                      generator: torch.Generator, probes: Probes | None = None,
                      checkpointing: Checkpointing | None = None) -> TrainResult:
-    """Train until train accuracy reaches ``stop_at_train_acc`` or the budget ends.
+    """Train until train accuracy reaches ``stop_at_train_acc`` (or the loss falls to
+    ``stop_at_train_loss``) or the budget ends.
 
     Evaluation happens at step 0 and every ``eval_every`` steps (and at the last step), so
     ``fit_step`` is resolved to ``eval_every`` steps, as in Zhang et al.'s protocol; ``probes``
@@ -181,7 +187,8 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
         return row
 
     def fitted(row: EvalRow) -> bool:
-        return s.stop_at_train_acc is not None and row.train_acc >= s.stop_at_train_acc
+        return ((s.stop_at_train_acc is not None and row.train_acc >= s.stop_at_train_acc)
+                or (s.stop_at_train_loss is not None and row.train_loss <= s.stop_at_train_loss))
 
     full_batch = s.optimizer == "gd"
     sampler = None if full_batch else MinibatchSampler(len(x_train), s.batch_size, generator)
@@ -224,7 +231,7 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
         optimizer.step()
         if step % s.eval_every == 0 or step == s.max_steps:
             row = record(step)
-            if not all(map(math.isfinite, (row.train_loss, row.test_loss))):
+            if not all(map(math.isfinite, (row.train_loss, row.test_loss))):  # acc may be NaN
                 return TrainResult("diverged", step, None, step, tuple(history))
             if fitted(row):
                 return TrainResult("fitted", step, step, None, tuple(history))
