@@ -78,3 +78,25 @@ def test_a_tiny_sweep_end_to_end() -> None:
     mean = summary.data["mean_test_mse_by_n_features"]
     assert mean["40"] == pytest.approx(np.mean([metrics[r]["test_mse_by_n_features"]["40"]
                                                 for r in cfg.runs]))
+
+
+def test_figure_draws_the_mean_curve_in_order_of_p() -> None:
+    """summary.json stores P as text keys, which JSON sorts as text ("160" < "20")."""
+    import json
+
+    import matplotlib
+
+    from genlab.io import dumps_json
+    from genlab.studies.double_descent import figures
+
+    matplotlib.use("Agg")
+    spec, cfg = STUDIES["double_descent"], config(runs={"s0": {"seed": 0}})
+    dataset = spec.synthesize(cfg)
+    result = spec.train_run(cfg, "s0", dataset, torch.device("cpu"))
+    summary = summarize(cfg, {"s0": result.metrics}, {"s0": result.history})
+    data = json.loads(dumps_json(summary.data))  # as the report reads it back
+    ((_, fig),) = figures(data, summary.table)
+    for line in fig.axes[0].get_lines():
+        x = list(line.get_xdata())
+        if len(x) > 2:
+            assert x == sorted(x), line.get_label()

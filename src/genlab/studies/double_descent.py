@@ -228,7 +228,8 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     for key, label, style in (("mean_test_mse_by_n_features", "minimum-norm fit", "-"),
                               ("mean_gd_test_mse_by_n_features",
                                "GD, best validation step", "--")):
-        series = {int(p): v for p, v in data[key].items()}
+        # JSON sorts keys as text ("100" < "25"): order by P before drawing the line
+        series = dict(sorted((int(p), v) for p, v in data[key].items()))
         ax.plot([p / n for p in series], list(series.values()), style, color="black"
                 if style == "-" else "tab:orange", linewidth=2, label=label + " (mean)")
     ax.axvline(1.0, color="grey", linestyle=":", label="P = N")
