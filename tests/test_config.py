@@ -166,3 +166,14 @@ def test_json_schema_accepts_shipped_and_rejects_unknown_keys(raw: dict) -> None
     raw["studies"]["random_labels"]["train"]["learning_rate"] = 0.1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(raw, schema)
+
+
+def test_validating_params_does_not_import_torch() -> None:
+    """Snakemake validates params.yaml at every start and `genlab check-params` should answer at
+    once; importing torch (2 s here) for that would tax every no-op `snakemake -n`."""
+    import subprocess
+    import sys
+
+    code = "import sys, genlab.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -65,6 +65,7 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
     from dvc.repo import Repo
 
     root = Path(root)
+    trees: dict[str, Any] = {}  # each params file parsed once, not once per stage
     with Repo(str(root)) as repo:
         stages = list(repo.index.stages)
         jobs = []
@@ -73,7 +74,10 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
             deps: list[str] = []
             for dep in stage.deps:
                 if isinstance(dep, ParamsDependency):
-                    tree = yaml.safe_load((root / dep.def_path).read_text(encoding="utf-8"))
+                    if dep.def_path not in trees:
+                        trees[dep.def_path] = yaml.safe_load(
+                            (root / dep.def_path).read_text(encoding="utf-8"))
+                    tree = trees[dep.def_path]
                     for key in dep.params:
                         params[key] = _lookup(tree, key)
                 else:

@@ -59,6 +59,15 @@ class MLPSettings(FrozenModel):
     bias: bool = True
 
 
+class PatchNetSettings(FrozenModel):
+    """The ReLU² patch network of Lu et al. 2024 (:mod:`genlab.models.patch_net`)."""
+
+    width: int = Field(8, ge=1, le=65_536, description="Filters m per sign.")
+    n_patches: int = Field(3, ge=1, le=1024, description="Patches P per input; the input's "
+                           "columns are P consecutive blocks of d.")
+    init_std: float = Field(0.01, gt=0, le=10, description="Std of the initial filter entries.")
+
+
 class TrainSettings(FrozenModel):
     """One training recipe: optimizer, loss, step-size schedule, step budget, evaluation cadence.
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genlab.models.patch_net import PatchNet, PatchNetSettings
+from genlab.models.patch_net import PatchNet
 from genlab.models.registry import build_model, load_model, model_spec, save_weights
+from genlab.settings import PatchNetSettings
 
 
 def reference(filters: torch.Tensor, x: torch.Tensor, n_patches: int) -> torch.Tensor:

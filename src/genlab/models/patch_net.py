@@ -12,17 +12,9 @@ the theory assumes).
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 from torch import nn
 
-from genlab.settings import FrozenModel
-
-
-class PatchNetSettings(FrozenModel):
-    width: int = Field(8, ge=1, le=65_536, description="Filters m per sign.")
-    n_patches: int = Field(3, ge=1, le=1024, description="Patches P per input; the input's "
-                           "columns are P consecutive blocks of d.")
-    init_std: float = Field(0.01, gt=0, le=10, description="Std of the initial filter entries.")
+from genlab.settings import PatchNetSettings
 
 
 class PatchNet(nn.Module):

@@ -20,9 +20,9 @@ from torch import nn
 from genlab.io import ArtifactError, write_with
 from genlab.models.cnn import CNN, CNNSettings
 from genlab.models.mlp import MLP
-from genlab.models.patch_net import PatchNet, PatchNetSettings
+from genlab.models.patch_net import PatchNet
 from genlab.models.transformer import Transformer, TransformerSettings
-from genlab.settings import MLPSettings
+from genlab.settings import MLPSettings, PatchNetSettings
 
 Builder = Callable[[Any, int, int], nn.Module]
 

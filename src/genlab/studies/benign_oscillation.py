@@ -21,8 +21,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from genlab.data.feature_noise import FeatureNoiseSettings
-from genlab.models.patch_net import PatchNetSettings
-from genlab.settings import FrozenModel, Seed, Slug, format_float_slug
+from genlab.settings import FrozenModel, PatchNetSettings, Seed, Slug, format_float_slug
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
 
 if TYPE_CHECKING:
