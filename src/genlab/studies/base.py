@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
@@ -71,3 +71,16 @@ class StudySpec:
     """(summary data, summary table) -> titled matplotlib figures for the report."""
     run_columns: tuple[str, ...] = ("status",)
     """Per-run metrics the report's run table shows, in order."""
+
+
+def stack_histories(histories: Mapping[str, pa.Table], metrics: Mapping[str, Mapping[str, Any]],
+                    columns: Sequence[str] = ()) -> pa.Table:
+    """Every run's history in one long table (a summary's table): the rows of each run, in run
+    order, with a ``run`` column and the named per-run metrics repeated on each row."""
+    tables = []
+    for run, history in sorted(histories.items()):
+        table = history.append_column("run", pa.array([run] * history.num_rows))
+        for column in columns:
+            table = table.append_column(column, pa.array([metrics[run][column]] * history.num_rows))
+        tables.append(table)
+    return pa.concat_tables(tables, promote_options="default")

@@ -22,7 +22,13 @@ from pydantic import Field
 
 from genlab.data.feature_noise import FeatureNoiseSettings
 from genlab.settings import FrozenModel, PatchNetSettings, Seed, Slug, format_float_slug
-from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.base import (
+    ClaimResult,
+    RunArtifacts,
+    StudySpec,
+    Summary,
+    stack_histories,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -209,15 +215,9 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
 
 def summarize(config: BenignOscillationConfig, metrics: Mapping[str, Mapping[str, Any]],
               histories: Mapping[str, pa.Table]) -> Summary:
-    tables = []
-    for run, h in sorted(histories.items()):
-        m = metrics[run]
-        tables.append(h.append_column("run", pa.array([run] * h.num_rows))
-                      .append_column("lr", pa.array([m["lr"]] * h.num_rows, pa.float64()))
-                      .append_column("seed", pa.array([m["seed"]] * h.num_rows, pa.int64())))
     data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
     return Summary(data=data, claims=tuple(check_claims(metrics)),
-                   table=pa.concat_tables(tables, promote_options="default"))
+                   table=stack_histories(histories, metrics, ("lr", "seed")))
 
 
 def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:

@@ -21,7 +21,13 @@ from pydantic import Field, field_validator
 
 from genlab.data.teacher_student import TeacherStudentSettings
 from genlab.settings import FrozenModel, Seed, Slug
-from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.base import (
+    ClaimResult,
+    RunArtifacts,
+    StudySpec,
+    Summary,
+    stack_histories,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -193,9 +199,7 @@ def check_claim(mean_mse: Mapping[int, float], n_train: int) -> ClaimResult:
 
 def summarize(config: DoubleDescentConfig, metrics: Mapping[str, Mapping[str, Any]],
               histories: Mapping[str, pa.Table]) -> Summary:
-    tables = [h.append_column("run", pa.array([run] * h.num_rows))
-              for run, h in sorted(histories.items())]
-    table = pa.concat_tables(tables)
+    table = stack_histories(histories, metrics)
     by_p: dict[int, dict[str, list[float]]] = {}
     for row in table.to_pylist():
         entry = by_p.setdefault(row["n_features"], {"test_mse": [], "gd_test_mse": []})

@@ -27,7 +27,13 @@ from genlab.settings import (
     TrainSettings,
     format_float_slug,
 )
-from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.base import (
+    ClaimResult,
+    RunArtifacts,
+    StudySpec,
+    Summary,
+    stack_histories,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -201,14 +207,7 @@ def summarize(config: RandomLabelsConfig, metrics: Mapping[str, Mapping[str, Any
             "mean_fit_step": _mean([m["fit_step"] for m in fitted]),
         }
     claims = check_claims(per_p, config.data.n_classes)
-    rows = []
-    for run_name, history in sorted(histories.items()):
-        n = history.num_rows
-        m = metrics[run_name]
-        rows.append(history.append_column("run", pa.array([run_name] * n))
-                    .append_column("label_noise", pa.array([m["label_noise"]] * n, pa.float64()))
-                    .append_column("seed", pa.array([m["seed"]] * n, pa.int64())))
-    table = pa.concat_tables(rows)
+    table = stack_histories(histories, metrics, ("label_noise", "seed"))
     data = {"study": NAME, "n_classes": config.data.n_classes,
             "per_label_noise": {str(p): v for p, v in per_p.items()},
             "runs": {k: dict(v) for k, v in sorted(metrics.items())}}

@@ -22,7 +22,13 @@ from pydantic import Field, field_validator
 
 from genlab.data.teacher_student import TeacherStudentSettings
 from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
-from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.base import (
+    ClaimResult,
+    RunArtifacts,
+    StudySpec,
+    Summary,
+    stack_histories,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -181,11 +187,9 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
 
 def summarize(config: StabilityConfig, metrics: Mapping[str, Mapping[str, Any]],
               histories: Mapping[str, pa.Table]) -> Summary:
-    tables = [h.append_column("run", pa.array([run] * h.num_rows))
-              for run, h in sorted(histories.items())]
     data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
     return Summary(data=data, claims=tuple(check_claims(metrics)),
-                   table=pa.concat_tables(tables, promote_options="default"))
+                   table=stack_histories(histories, metrics))
 
 
 def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
