@@ -111,6 +111,17 @@ def test_train_refuses_an_undeclared_run(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_group_training_writes_what_training_each_run_alone_does(two_runs, tmp_path) -> None:
+    """`genlab train` without --run trains the sweep at once (random_labels has a vectorised
+    group trainer): every run's four files equal, byte for byte, the ones its own stage wrote."""
+    reference, _ = two_runs
+    params = tiny_params(tmp_path)
+    study = reference / "data" / "random_labels"
+    assert main(["train", "--params", str(params), "--study", "random_labels", "--dataset",
+                 str(study / "dataset"), "--out", str(tmp_path / "runs")]) == 0
+    assert digests(tmp_path / "runs") == digests(study / "runs")
+
+
 class Killed(BaseException):
     """Not an Exception: nothing in the stage may catch it, as nothing catches SIGKILL."""
 

@@ -45,6 +45,8 @@ def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str,
         return {"data": config.data.model_dump(mode="json")}
     if stage == "train":
         settings = config.model_dump(mode="json", exclude={"runs", "description"})
+        if run is None:  # a group stage: the whole sweep
+            return {**settings, "runs": config.model_dump(mode="json")["runs"]}
         return {**settings, "run": config.runs[run].model_dump(mode="json")}
     return config.model_dump(mode="json")
 
@@ -116,35 +118,54 @@ def _load_dataset(folder: Path):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from safetensors.torch import save_file
-
     from genlab.device import configure_torch, describe_device, resolve_device
-    from genlab.io import write_json, write_parquet, write_with
 
     params = _setup(args)
     spec, config = _study(params, args.study)
-    if args.run not in config.runs:
+    if args.run is not None and args.run not in config.runs:
         raise ParamsError(f"studies.{args.study}.runs.{args.run}: no such run; declared: "
                           f"{sorted(config.runs)}")
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
+    dataset = _load_dataset(args.dataset)
     t0 = time.perf_counter()
-    checkpoints = CheckpointFolder(args.out / ".checkpoint",
-                                   settings_hash(stage_settings(config, "train", args.run)))
-    result = spec.train_run(config, args.run, _load_dataset(args.dataset), device,
-                            checkpoints.checkpointing(params.runtime.checkpoint_minutes, device))
+    if args.run is None:  # the whole sweep, into runs/<run>/
+        runs = list(config.runs)
+        if spec.train_group is not None:
+            results = spec.train_group(config, runs, dataset, device)
+        else:
+            results = {run: spec.train_run(config, run, dataset, device, None) for run in runs}
+        folders = {run: args.out / run for run in runs}
+    else:
+        checkpoints = CheckpointFolder(args.out / ".checkpoint",
+                                       settings_hash(stage_settings(config, "train", args.run)))
+        results = {args.run: spec.train_run(
+            config, args.run, dataset, device,
+            checkpoints.checkpointing(params.runtime.checkpoint_minutes, device))}
+        folders = {args.run: args.out}
     elapsed = time.perf_counter() - t0
-    prov = _provenance(stage_settings(config, "train", args.run), describe_device(device),
-                       config.runs[args.run].seed)
-    prov["run"] = args.run
-    write_with(args.out / "model.safetensors", lambda tmp: save_file(result.weights, str(tmp)))
-    write_json(args.out / "model.json", {**result.model_spec, "provenance": prov})
-    write_parquet(args.out / "history.parquet", result.history)
-    write_json(args.out / "metrics.json", result.metrics)
-    checkpoints.remove()
-    log.info("trained %s/%s on %s: %s in %.1fs", args.study, args.run, prov["device"],
-             result.metrics["status"], elapsed)
+    for run, result in results.items():
+        _write_run(folders[run], result, config, run, describe_device(device))
+        log.info("trained %s/%s on %s: %s", args.study, run, describe_device(device),
+                 result.metrics["status"])
+    if args.run is not None:
+        checkpoints.remove()
+    log.info("trained %d run(s) of %s in %.1fs", len(results), args.study, elapsed)
     return 0
+
+
+def _write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:
+    """A run's four artifacts; its sidecar records the settings of this run alone."""
+    from safetensors.torch import save_file
+
+    from genlab.io import write_json, write_parquet, write_with
+
+    prov = _provenance(stage_settings(config, "train", run), device, config.runs[run].seed)
+    prov["run"] = run
+    write_with(folder / "model.safetensors", lambda tmp: save_file(result.weights, str(tmp)))
+    write_json(folder / "model.json", {**result.model_spec, "provenance": prov})
+    write_parquet(folder / "history.parquet", result.history)
+    write_json(folder / "metrics.json", result.metrics)
 
 
 class CheckpointFolder:
@@ -275,8 +296,10 @@ def _parser() -> argparse.ArgumentParser:
         ("--out", {"type": Path, "default": SCHEMA_PATH}),
         ("--check", {"action": "store_true", "help": "fail if the file is stale"}))
     add("synthesize", cmd_synthesize, "generate a study's dataset", params, study, out)
-    add("train", cmd_train, "train one run of a study", params, study,
-        ("--run", {"required": True}), ("--dataset", {"type": Path, "required": True}), out)
+    add("train", cmd_train, "train one run of a study, or with no --run all of them (at once "
+        "where the study has a vectorised group trainer) into OUT/<run>/", params, study,
+        ("--run", {"help": "one run id; omit it to train the whole sweep"}),
+        ("--dataset", {"type": Path, "required": True}), out)
     add("aggregate", cmd_aggregate, "summarise a study's runs and check its claims", params,
         study, ("--runs", {"type": Path, "required": True}), out)
     add("report", cmd_report, "render reports/index.html and reports/claims.json", params,

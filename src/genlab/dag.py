@@ -7,6 +7,9 @@ makes a rule of, so the two engines cannot drift apart:
 - DVC ``deps`` become Snakemake inputs. A dependency on a folder is expanded: into the outputs of
   the stages inside it (so Snakemake sees the edges DVC sees), or, for a source folder, into its
   files (Snakemake compares a folder's own mtime, which file edits do not change).
+- An output whose name has no extension is a folder (a group stage's ``runs/``): Snakemake gets
+  it as ``directory()``, and a dependency on it, or on anything inside it, becomes an input on
+  the folder (Snakemake cannot depend on part of another rule's folder; DVC can, and does).
 - DVC ``params`` become Snakemake ``params`` holding their *values*, since Snakemake notices a
   settings change only through a rule's params.
 - ``meta`` carries what only Snakemake uses: ``threads``, ``resources``, ``log``. A stage with
@@ -92,14 +95,24 @@ def _inside(path: str, folder: str) -> bool:
     return PurePosixPath(path).is_relative_to(PurePosixPath(folder))
 
 
+def is_folder_output(path: str) -> bool:
+    """The naming rule of dvc.yaml: a stage's output without a file extension is a folder."""
+    return PurePosixPath(path).suffix == ""
+
+
 def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[str]:
     """The job's inputs as Snakemake must see them (see the module docstring)."""
     root = Path(root)
     gate_outs = {o for j in jobs if j.gate for o in j.outs}
     all_outs = [o for j in jobs for o in j.outs]
     inputs: list[str] = []
+    folder_outs = [o for o in all_outs if is_folder_output(o)]
     for dep in job.deps:
         if dep in gate_outs:
+            continue
+        enclosing = [o for o in folder_outs if _inside(dep, o)]
+        if enclosing:
+            inputs.append(enclosing[0])
             continue
         produced = [o for o in all_outs if o != dep and _inside(o, dep)]
         if produced:

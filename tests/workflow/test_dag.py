@@ -87,12 +87,17 @@ def test_same_inputs(engines) -> None:
     snake, dvc, project = engines
     gate_outs = {o for st in dvc.values() if st["meta"].get("gate") for o in st["outs"]}
     all_outs = {o for st in dvc.values() for o in st["outs"]}
+    folder_outs = {o for o in all_outs if not PurePosixPath(o).suffix}  # dvc.yaml's naming rule
     for stage, st in dvc.items():
         inputs = set(snake[rule_name(stage)]["input"])
         expected = set()
         for dep in st["deps"]:
             if dep in gate_outs:
                 continue  # only DVC orders stages behind the params gate
+            enclosing = {o for o in folder_outs if PurePosixPath(dep).is_relative_to(o)}
+            if enclosing:  # a folder another stage writes: Snakemake waits on all of it
+                expected |= enclosing
+                continue
             inside = {o for o in all_outs if PurePosixPath(o).is_relative_to(dep) and o != dep}
             if inside:
                 expected |= inside
@@ -126,6 +131,8 @@ def test_paths_follow_genlab_paths(engines) -> None:
         if "_train@" in stage:
             study, run_id = stage.split("_train@")
             assert st["outs"] == [str(paths.run_dir(study, run_id) / f) for f in paths.RUN_FILES]
+        elif stage.endswith("_train"):  # a group: the whole sweep, into the runs folder
+            assert st["outs"] == [str(paths.runs_dir(stage.removesuffix("_train")))]
         elif stage.endswith("_synthesize"):
             study = stage.removesuffix("_synthesize")
             assert st["outs"] == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
@@ -135,11 +142,16 @@ def test_paths_follow_genlab_paths(engines) -> None:
 
 def test_every_declared_run_has_a_train_stage(engines) -> None:
     from genlab.config import load_params
+    from genlab.studies import STUDIES
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")
     for study, config in params.declared_studies().items():
-        assert {s.split("@")[1] for s in dvc if s.startswith(f"{study}_train@")} == set(config.runs)
+        per_run = {s.split("@")[1] for s in dvc if s.startswith(f"{study}_train@")}
+        group = f"{study}_train" in dvc
+        assert per_run == set() if group else per_run == set(config.runs), study
+        # a study trains as a group exactly when it has a group trainer
+        assert group == (STUDIES[study].train_group is not None), study
 
 
 def test_snakemake_lint_is_clean(engines) -> None:
@@ -175,3 +187,8 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
             else:
                 expected = {k if k != "run" else f"runs.{run_id}" for k in recorded}
                 assert tracked == expected, stage
+                if kind == "train" and not run_id:  # a group: each run's sidecar, its own run
+                    for run in config.runs:
+                        one = stage_settings(config, "train", run)
+                        assert one["run"] == recorded["runs"][run]
+                        assert one.keys() - {"run"} == recorded.keys() - {"runs"}

@@ -58,8 +58,7 @@ def rule(stage: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", stage)
 
 
-TRAIN_STAGES = {"random_labels_train@p0-s0", "random_labels_train@p0_5-s0",
-                "random_labels_train@p1-s0"}
+TRAIN_STAGES = {"random_labels_train"}  # the sweep trains as one group
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +82,8 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
 
 def test_every_rule_logs(project: Project) -> None:
     logs = project.root / "logs"
-    assert (logs / "random_labels/p0-s0/train.log").read_text().strip()
-    assert "trained random_labels/p0-s0" in (logs / "random_labels/p0-s0/train.log").read_text()
+    assert "trained random_labels/p0-s0" in (logs / "random_labels/train.log").read_text()
+    assert "trained eos_gd/lr0_2-s0" in (logs / "eos_gd/lr0_2-s0/train.log").read_text()
     assert (logs / "report.log").exists() and (logs / "random_labels/aggregate.log").exists()
 
 
@@ -122,13 +121,26 @@ def test_train_edit_reruns_training_and_what_follows_in_both_engines(project: Pr
 
 def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
     def seed(raw):
+        runs = raw["studies"]["eos_gd"]["runs"]
+        del runs["lr0_3-s0"]
+        runs["lr0_3-s7"] = {"lr": 0.3, "seed": 7}
+    project.edit(seed)
+    try:
+        assert project.snakemake_plan() == {
+            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_aggregate", "report"}
+    finally:
+        project.restore_params()
+
+
+def test_one_run_edit_in_a_group_retrains_the_group(project: Project) -> None:
+    def seed(raw):
         runs = raw["studies"]["random_labels"]["runs"]
         del runs["p1-s0"]
         runs["p1-s7"] = {"label_noise": 1.0, "seed": 7}
     project.edit(seed)
     try:
         assert project.snakemake_plan() == {
-            "check_params", rule("random_labels_train@p1-s7"), "random_labels_aggregate", "report"}
+            "check_params", *TRAIN_STAGES, "random_labels_aggregate", "report"}
     finally:
         project.restore_params()
 

@@ -1,7 +1,7 @@
 # One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.dag).
 # Directives in the house order: input, output, params, log, threads, resources, conda, shell.
 
-from genlab.dag import dvc_jobs, snakemake_inputs, snakemake_params
+from genlab.dag import dvc_jobs, is_folder_output, snakemake_inputs, snakemake_params
 
 DVC_JOBS = dvc_jobs(workflow.basedir)
 
@@ -13,7 +13,7 @@ for _job in DVC_JOBS:
         input:
             snakemake_inputs(_job, DVC_JOBS, workflow.basedir),
         output:
-            _job.outs,
+            [directory(o) if is_folder_output(o) else o for o in _job.outs],
         params:
             # the command travels as a param: a loop variable read inside `shell:` would be
             # evaluated late, when every rule would see the last stage

@@ -71,6 +71,11 @@ class StudySpec:
     """(summary data, summary table) -> titled matplotlib figures for the report."""
     run_columns: tuple[str, ...] = ("status",)
     """Per-run metrics the report's run table shows, in order."""
+    train_group: Callable[[Any, Sequence[str], Dataset, Any], dict[str, RunArtifacts]] | None = None
+    """(study settings, run ids, dataset, torch device) -> artifacts by run id, every run trained
+    at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
+    A study that has one trains its whole sweep in one DVC stage (``<study>_train``, its output
+    the runs folder), and a killed group restarts from scratch: the engine has no checkpoints."""
 
 
 def stack_histories(histories: Mapping[str, pa.Table], metrics: Mapping[str, Mapping[str, Any]],

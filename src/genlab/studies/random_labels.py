@@ -11,7 +11,7 @@ checked every 10 steps; fit_step(p) is the first such step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -72,35 +72,16 @@ def synthesize(config: RandomLabelsConfig) -> Dataset:
     return gaussian_mixture(config.data)
 
 
-def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, device: Any,
-              checkpointing: Any = None) -> RunArtifacts:
-    # torch is imported here, not at module level: params validation (Snakemake's parse step,
-    # `genlab check-params`) imports every study module and must stay fast.
-    import torch
-
+def _training_labels(dataset: Dataset, run: RandomLabelsRun) -> tuple[np.ndarray, np.ndarray]:
     from genlab.data.dataset import corrupt_labels
-    from genlab.models.registry import (
-        build_seeded_model,
-        count_parameters,
-        model_spec,
-        state_tensors,
-    )
-    from genlab.seeding import torch_generator
-    from genlab.train.loop import train_classifier
 
-    run = config.runs[run_name]
-    labels, replaced = corrupt_labels(dataset.train, run.label_noise)
-    input_dim = dataset.train.x.shape[1]
-    model = build_seeded_model("mlp", config.model, input_dim, dataset.n_classes, run.seed, device)
+    return corrupt_labels(dataset.train, run.label_noise)
 
-    def tensor(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).to(device)
 
-    result = train_classifier(
-        model, tensor(dataset.train.x), tensor(labels), tensor(dataset.test.x),
-        tensor(dataset.test.y), config.train,
-        torch_generator(run.seed, "batches", device=device.type), checkpointing=checkpointing)
-    history = pa.Table.from_pylist([row.as_dict() for row in result.history])
+def _artifacts(config: RandomLabelsConfig, run: RandomLabelsRun, dataset: Dataset, model: Any,
+               result: Any, labels: np.ndarray, replaced: np.ndarray) -> RunArtifacts:
+    from genlab.models.registry import count_parameters, model_spec, state_tensors
+
     final = result.final
     metrics = {
         "status": result.status, "steps": result.steps, "fit_step": result.fit_step,
@@ -111,9 +92,61 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, devic
         "final_train_acc": final.train_acc, "final_train_loss": final.train_loss,
         "final_test_acc": final.test_acc, "final_test_loss": final.test_loss,
     }
-    spec = model_spec("mlp", config.model, input_dim, dataset.n_classes)
-    return RunArtifacts(weights=state_tensors(model), model_spec=spec, history=history,
+    spec = model_spec("mlp", config.model, dataset.train.x.shape[1], dataset.n_classes)
+    return RunArtifacts(weights=state_tensors(model), model_spec=spec,
+                        history=pa.Table.from_pylist([row.as_dict() for row in result.history]),
                         metrics=metrics)
+
+
+def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
+    # torch is imported here, not at module level: params validation (Snakemake's parse step,
+    # `genlab check-params`) imports every study module and must stay fast.
+    import torch
+
+    from genlab.models.registry import build_seeded_model
+    from genlab.seeding import torch_generator
+    from genlab.train.loop import train_classifier
+
+    run = config.runs[run_name]
+    labels, replaced = _training_labels(dataset, run)
+    model = build_seeded_model("mlp", config.model, dataset.train.x.shape[1], dataset.n_classes,
+                               run.seed, device)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(device)
+
+    result = train_classifier(
+        model, tensor(dataset.train.x), tensor(labels), tensor(dataset.test.x),
+        tensor(dataset.test.y), config.train,
+        torch_generator(run.seed, "batches", device=device.type), checkpointing=checkpointing)
+    return _artifacts(config, run, dataset, model, result, labels, replaced)
+
+
+def train_group(config: RandomLabelsConfig, run_names: Sequence[str], dataset: Dataset,
+                device: Any) -> dict[str, RunArtifacts]:
+    """Every run at once with the vectorised trainer: the runs share the architecture and
+    recipe and differ only in seed and label draw, so each row of the ensemble is exactly the
+    run :func:`train_run` would train alone (bit-identical on CPU, tested)."""
+    import torch
+
+    from genlab.models.registry import build_seeded_model
+    from genlab.seeding import torch_generator
+    from genlab.train.ensemble import train_classifier_ensemble
+
+    runs = [config.runs[name] for name in run_names]
+    drawn = [_training_labels(dataset, run) for run in runs]
+    models = [build_seeded_model("mlp", config.model, dataset.train.x.shape[1],
+                                 dataset.n_classes, run.seed, device) for run in runs]
+    y_train = torch.from_numpy(np.stack([labels for labels, _ in drawn])).to(device)
+    results = train_classifier_ensemble(
+        models, torch.from_numpy(dataset.train.x).to(device), y_train,
+        torch.from_numpy(dataset.test.x).to(device), torch.from_numpy(dataset.test.y).to(device),
+        [config.train] * len(runs),
+        [torch_generator(run.seed, "batches", device=device.type) for run in runs])
+    return {name: _artifacts(config, run, dataset, model, result, labels, replaced)
+            for name, run, model, result, (labels, replaced)
+            in zip(run_names, runs, models, results, drawn, strict=True)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +280,7 @@ SPEC = StudySpec(
     run_id=run_id,
     synthesize=synthesize,
     train_run=train_run,
+    train_group=train_group,
     summarize=summarize,
     figures=figures,
     run_columns=("status", "steps", "fit_step", "final_train_acc", "final_test_acc",
