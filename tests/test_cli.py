@@ -38,7 +38,10 @@ def pipeline(params: Path, out: Path) -> None:
     for run in runs:
         assert main(["train", *common, "--run", run, "--dataset", str(study / "dataset"),
                      "--out", str(study / "runs" / run)]) == 0
-    assert main(["aggregate", *common, "--runs", str(study / "runs"), "--out", str(study)]) == 0
+    assert main(["analyze", "sharpness", *common, "--dataset", str(study / "dataset"),
+                 "--runs", str(study / "runs"), "--out", str(study / "analyses/sharpness")]) == 0
+    assert main(["aggregate", *common, "--runs", str(study / "runs"), "--analyses",
+                 str(study / "analyses"), "--out", str(study)]) == 0
     assert main(["report", "--params", str(params), "--studies", str(study),
                  "--out", str(out / "reports")]) == 0
 
@@ -64,6 +67,9 @@ def test_every_artifact_is_written(two_runs) -> None:
             "data/random_labels/runs/p0-s0/model.safetensors",
             "data/random_labels/runs/p0-s0/history.parquet",
             "data/random_labels/summary.json", "data/random_labels/summary.parquet",
+            "data/random_labels/analyses/sharpness/p0-s0.json",
+            "data/random_labels/analyses/sharpness/p0-s0_density.parquet",
+            "data/random_labels/sharpness_density.parquet",
             "reports/index.html", "reports/claims.json"} <= files
     assert not [f for f in files if f.endswith(".tmp")]
 
@@ -120,6 +126,71 @@ def test_group_training_writes_what_training_each_run_alone_does(two_runs, tmp_p
     assert main(["train", "--params", str(params), "--study", "random_labels", "--dataset",
                  str(study / "dataset"), "--out", str(tmp_path / "runs")]) == 0
     assert digests(tmp_path / "runs") == digests(study / "runs")
+
+
+def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_runs) -> None:
+    """The stage's numbers are the library's on the saved model and the labels it was trained on
+    (the corrupted ones), and the summary and report carry them."""
+    import torch
+
+    from genlab.analyses.sharpness import hessian_top_eigenvalues, subsample
+    from genlab.config import load_params
+    from genlab.data.dataset import corrupt_labels, dataset_from_tables
+    from genlab.io import read_json, read_parquet
+    from genlab.models.registry import load_model
+    from genlab.train.loop import loss_value
+
+    a, _ = two_runs
+    study = a / "data" / "random_labels"
+    dataset = dataset_from_tables(read_parquet(study / "dataset/train.parquet"),
+                                  read_parquet(study / "dataset/test.parquet"),
+                                  read_json(study / "dataset/dataset.json"))
+    config = load_params(a.parent / "params.yaml").study("random_labels")
+    settings = config.analyses.sharpness
+    summary = json.loads((study / "summary.json").read_text())
+    assert set(summary["analyses"]["sharpness"]) == set(config.runs)
+    for run in config.runs:
+        record = json.loads((study / "analyses/sharpness" / f"{run}.json").read_text())
+        assert record == {**summary["analyses"]["sharpness"][run],
+                          "provenance": record["provenance"]}
+        assert record["status"] == "done" and record["provenance"]["run"] == run
+        assert record["threshold"] == pytest.approx((2 + 2 * config.train.momentum)
+                                                     / config.train.lr)
+        folder = study / "runs" / run
+        model = load_model(json.loads((folder / "model.json").read_text()),
+                           folder / "model.safetensors")
+        labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
+        X, y = subsample(torch.from_numpy(dataset.train.x), torch.from_numpy(labels),
+                         settings.max_examples, settings.seed)
+        top = hessian_top_eigenvalues(
+            model, lambda out, t: loss_value("cross_entropy", out, t), X, y, k=settings.k,
+            max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
+            dtype=getattr(torch, settings.dtype))
+        assert record["top_eigenvalues"] == pytest.approx(list(top.eigenvalues), rel=1e-12)
+    density = read_parquet(study / "sharpness_density.parquet").to_pydict()
+    assert set(density["run"]) == set(config.runs)
+    html = (a / "reports/index.html").read_text()
+    assert "Curvature of the trained models" in html and "(2 + 2β)/η" in html
+
+
+def test_sharpness_stage_skips_a_diverged_run_with_its_reason(two_runs, tmp_path) -> None:
+    import shutil
+
+    reference, _ = two_runs
+    study = tmp_path / "random_labels"
+    shutil.copytree(reference / "data/random_labels/dataset", study / "dataset")
+    shutil.copytree(reference / "data/random_labels/runs", study / "runs")
+    metrics = study / "runs/p1-s0/metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "diverged",
+                                   "diverged_step": 17}))
+    params = reference.parent / "params.yaml"
+    common = ["--params", str(params), "--study", "random_labels"]
+    assert main(["analyze", "sharpness", *common, "--dataset", str(study / "dataset"),
+                 "--runs", str(study / "runs"), "--out", str(study / "analyses/sharpness")]) == 0
+    record = json.loads((study / "analyses/sharpness/p1-s0.json").read_text())
+    assert record["status"] == "skipped" and "diverged at step 17" in record["reason"]
+    assert not (study / "analyses/sharpness/p1-s0_density.parquet").exists()
+    assert json.loads((study / "analyses/sharpness/p0-s0.json").read_text())["status"] == "done"
 
 
 class Killed(BaseException):

@@ -22,6 +22,9 @@ from genlab.io import ArtifactError
 log = logging.getLogger("genlab")
 
 SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
+# Post-hoc analyses of each trained model (`genlab analyze <name>`), with the per-run tables each
+# writes (OUT/<run>_<table>.parquet), which the aggregate stacks into <name>_<table>.parquet.
+ANALYSES: dict[str, tuple[str, ...]] = {"sharpness": ("density",)}
 
 
 def _setup(args: argparse.Namespace) -> Params:
@@ -43,8 +46,13 @@ def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str,
     whether it was made in a fresh run or kept from an earlier one."""
     if stage == "synthesize":
         return {"data": config.data.model_dump(mode="json")}
+    if stage in ANALYSES:  # the recipe and runs (a run's loss and step size), and its own block
+        recipe = config.model_dump(mode="json", exclude={"description", "data", "model",
+                                                         "analyses"})
+        block = getattr(config.analyses, stage).model_dump(mode="json")
+        return {**recipe, f"analyses.{stage}": block}
     if stage == "train":
-        settings = config.model_dump(mode="json", exclude={"runs", "description"})
+        settings = config.model_dump(mode="json", exclude={"runs", "description", "analyses"})
         if run is None:  # a group stage: the whole sweep
             return {**settings, "runs": config.model_dump(mode="json")["runs"]}
         return {**settings, "run": config.runs[run].model_dump(mode="json")}
@@ -168,6 +176,83 @@ def _write_run(folder: Path, result: Any, config: Any, run: str, device: str) ->
     write_json(folder / "metrics.json", result.metrics)
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """One post-hoc analysis of every run of a study: OUT/<run>.json (numbers, or why the run
+    was skipped) and, where the analysis has a table, OUT/<run>_<table>.parquet."""
+    from genlab.device import configure_torch, describe_device, resolve_device
+    from genlab.io import read_json, write_json, write_parquet
+    from genlab.models.registry import load_model
+
+    params = _setup(args)
+    spec, config = _study(params, args.study)
+    if spec.objective is None:
+        raise ParamsError(f"studies.{args.study}: this study has no post-hoc analyses")
+    configure_torch(params.runtime.threads)
+    device = resolve_device(params.runtime.device)
+    dataset = _load_dataset(args.dataset)
+    prov = _provenance(stage_settings(config, args.analysis), describe_device(device))
+    for run in config.runs:  # only the declared runs: a leftover folder is ignored
+        folder = args.runs / run
+        metrics = read_json(folder / "metrics.json")
+        t0 = time.perf_counter()
+        if metrics["status"] == "diverged":
+            record: dict[str, Any] = {
+                "status": "skipped",
+                "reason": f"the run diverged at step {metrics.get('diverged_step')}"}
+            tables = {}
+        else:
+            model = load_model(read_json(folder / "model.json"), folder / "model.safetensors")
+            objective = spec.objective(config, run, dataset, device)
+            record, tables = ANALYZERS[args.analysis](model.to(device), objective,
+                                                      getattr(config.analyses, args.analysis))
+        for name, table in tables.items():
+            write_parquet(args.out / f"{run}_{name}.parquet", table)
+        write_json(args.out / f"{run}.json", {**record, "provenance": {**prov, "run": run}})
+        log.info("%s of %s/%s: %s in %.1fs", args.analysis, args.study, run,
+                 record.get("status", "done"), time.perf_counter() - t0)
+    return 0
+
+
+def _sharpness_record(model: Any, objective: Any, settings: Any) -> tuple[dict, dict]:
+    import pyarrow as pa
+
+    from genlab.analyses.sharpness_analysis import analyze_sharpness
+
+    result = analyze_sharpness(model, objective.loss_fn, objective.X, objective.y, settings,
+                               objective.lr, objective.momentum, objective.batch_size)
+    top, trace, density = result.top, result.trace, result.density
+    record = {
+        "status": "done", "curvature": settings.curvature,
+        "n_examples": result.n_examples, "n_parameters": result.n_parameters,
+        "lr": objective.lr, "momentum": objective.momentum,
+        "batch_size": objective.batch_size, "weight_decay": objective.weight_decay,
+        "threshold": result.threshold,
+        "top_eigenvalues": list(top.eigenvalues),
+        "top_residual_norms": list(top.residual_norms), "lanczos_iterations": top.iterations,
+        "lambda_max": top.eigenvalues[0], "lambda_over_threshold": result.lambda_over_threshold,
+        "trace": trace.estimate, "trace_stderr": trace.standard_error,
+        "trace_method": trace.method, "trace_num_matvecs": trace.num_matvecs,
+        "trace_over_threshold": result.trace_over_threshold,
+        "density_sigma": density.sigma,
+    }
+    if (worst := result.worst_case) is not None:
+        record |= {"worst_case_sharpness": worst.sharpness, "sam_sharpness": worst.sam_sharpness,
+                   "worst_case_rho": worst.rho, "worst_case_adaptive": worst.adaptive,
+                   "worst_case_evaluations": worst.num_evaluations}
+    if (spread := result.nonuniformity) is not None:
+        record |= {"nonuniformity": spread.nonuniformity,
+                   "nonuniformity_sharpness": spread.sharpness,
+                   "nonuniformity_ratio": result.nonuniformity_ratio,
+                   "nonuniformity_residual": spread.variance_residual}
+    table = pa.table({"eigenvalue": density.grid.cpu().double().numpy(),
+                      "density": density.density.cpu().double().numpy()})
+    return record, {"density": table}
+
+
+ANALYZERS: dict[str, Callable[[Any, Any, Any], tuple[dict, dict]]] = {
+    "sharpness": _sharpness_record}
+
+
 class CheckpointFolder:
     """A run's checkpoint beside its outputs: tensors, then the JSON that vouches for them.
 
@@ -241,13 +326,45 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         metrics[run] = read_json(folder / "metrics.json")
         histories[run] = read_parquet(folder / "history.parquet")
     summary = spec.summarize(config, metrics, histories)
+    analyses = _gather_analyses(args.analyses, list(config.runs), args.out)
     write_parquet(args.out / "summary.parquet", summary.table)
     write_json(args.out / "summary.json", {
-        **summary.data, "claims": [c.to_json() for c in summary.claims],
+        **summary.data, "claims": [c.to_json() for c in summary.claims], **analyses,
         "provenance": _provenance(stage_settings(config, "aggregate"), "cpu")})
     for claim in summary.claims:
         log.info("%s: %s -- %s", args.study, claim.status, claim.claim)
     return 0
+
+
+def _gather_analyses(folder: Path | None, runs: list[str], out: Path) -> dict[str, Any]:
+    """Each analysis' per-run numbers for summary.json (``{"analyses": {name: {run: …}}}``) and
+    its per-run tables stacked into OUT/<name>_<table>.parquet with a ``run`` column."""
+    import pyarrow as pa
+
+    from genlab.io import read_json, read_parquet, write_parquet
+
+    if folder is None:
+        return {}
+    found: dict[str, Any] = {}
+    for name in ANALYSES:
+        if not (folder / name).is_dir():
+            continue
+        records, tables = {}, {}
+        for run in runs:
+            record = read_json(folder / name / f"{run}.json")
+            record.pop("provenance")
+            records[run] = record
+            for path in sorted((folder / name).glob(f"{run}_*.parquet")):
+                table = read_parquet(path)
+                table = table.append_column("run", pa.array([run] * table.num_rows))
+                tables.setdefault(path.stem.removeprefix(f"{run}_"), []).append(table)
+        found[name] = records
+        for table_name in ANALYSES[name]:  # every declared table, empty if all runs were skipped
+            parts = tables.get(table_name)
+            write_parquet(out / f"{name}_{table_name}.parquet",
+                          pa.concat_tables(parts) if parts else pa.table({"run": pa.array(
+                              [], pa.string())}))
+    return {"analyses": found} if found else {}
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -300,8 +417,14 @@ def _parser() -> argparse.ArgumentParser:
         "where the study has a vectorised group trainer) into OUT/<run>/", params, study,
         ("--run", {"help": "one run id; omit it to train the whole sweep"}),
         ("--dataset", {"type": Path, "required": True}), out)
+    add("analyze", cmd_analyze, "one post-hoc analysis of every run of a study, into "
+        "OUT/<run>.json", ("analysis", {"choices": sorted(ANALYSES)}), params, study,
+        ("--dataset", {"type": Path, "required": True}),
+        ("--runs", {"type": Path, "required": True, "help": "the study's runs folder"}), out)
     add("aggregate", cmd_aggregate, "summarise a study's runs and check its claims", params,
-        study, ("--runs", {"type": Path, "required": True}), out)
+        study, ("--runs", {"type": Path, "required": True}),
+        ("--analyses", {"type": Path, "help": "the study's analyses folder, if it has one"}),
+        out)
     add("report", cmd_report, "render reports/index.html and reports/claims.json", params,
         ("--studies", {"type": Path, "nargs": "+", "required": True,
                        "help": "study folders holding summary.{json,parquet}"}), out)

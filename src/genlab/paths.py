@@ -28,6 +28,15 @@ def run_dir(study: str, run: str) -> PurePosixPath:
     return runs_dir(study) / run
 
 
+def analyses_dir(study: str) -> PurePosixPath:
+    return study_dir(study) / "analyses"
+
+
+def analysis_dir(study: str, analysis: str) -> PurePosixPath:
+    """One post-hoc analysis of every run: <run>.json and <run>_<table>.parquet inside."""
+    return analyses_dir(study) / analysis
+
+
 DATASET_FILES = ("train.parquet", "test.parquet", "dataset.json")
 RUN_FILES = ("model.safetensors", "model.json", "history.parquet", "metrics.json")
 SUMMARY_FILES = ("summary.json", "summary.parquet")

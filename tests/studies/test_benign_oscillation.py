@@ -60,6 +60,7 @@ def tiny(width: int) -> BenignOscillationConfig:
         "data": {"noise_std": 0.02, "patch_dim": 8, "n_train": 8, "n_weak_only": 2,
                  "n_test_strong": 10, "n_test_weak": 10, "seed": 0},
         "model": {"width": width}, "recipe": {"steps": 60, "eval_every": 20},
+        "analyses": {"sharpness": {}},
         "runs": {"lr2_5-s0": {"lr": 2.5, "seed": 0}}})
 
 

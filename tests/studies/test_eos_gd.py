@@ -53,6 +53,7 @@ def test_a_tiny_tracked_run() -> None:
                  "input_dim": 5, "n_train": 40, "n_test": 10, "seed": 0},
         "model": {"hidden": [16], "activation": "tanh"},
         "recipe": {"steps": 40, "track_every": 20, "lanczos_max_iter": 10},
+        "analyses": {"sharpness": {}},
         "runs": {"lr0_5-s0": {"lr": 0.5, "seed": 0}}})
     result = SPEC.train_run(config, "lr0_5-s0", SPEC.synthesize(config), torch.device("cpu"))
     history = result.history.to_pylist()

@@ -77,7 +77,8 @@ def test_a_diverged_run_fails_the_fit_claim() -> None:
 
 def test_one_tiny_run_end_to_end(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
     spec = STUDIES["random_labels"]
-    config = RandomLabelsConfig(data=tiny_mixture, model=tiny_mlp, train=tiny_sgd, runs={
+    config = RandomLabelsConfig(data=tiny_mixture, model=tiny_mlp, train=tiny_sgd,
+                                analyses={"sharpness": {}}, runs={
         "p0-s0": RandomLabelsRun(label_noise=0.0, seed=0),
         "p1-s0": RandomLabelsRun(label_noise=1.0, seed=0)})
     dataset = spec.synthesize(config)

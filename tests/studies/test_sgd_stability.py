@@ -49,6 +49,7 @@ def test_a_tiny_run_converges_and_measures_curvature() -> None:
         "model": {"hidden": [16], "activation": "tanh"},
         "recipe": {"target_loss": 1e-3, "max_steps": 5000, "eval_every": 50,
                    "trace_matvecs": 30, "lanczos_max_iter": 20},
+        "analyses": {"sharpness": {}},
         "runs": {"gd-lr0_1-s0": {"method": "gd", "lr": 0.1, "seed": 0}}})
     result = SPEC.train_run(config, "gd-lr0_1-s0", SPEC.synthesize(config), torch.device("cpu"))
     metrics = result.metrics

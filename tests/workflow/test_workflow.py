@@ -59,6 +59,7 @@ def rule(stage: str) -> str:
 
 
 TRAIN_STAGES = {"random_labels_train"}  # the sweep trains as one group
+AFTER_TRAINING = {"random_labels_sharpness", "random_labels_aggregate", "report"}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def test_runtime_edit_reruns_nothing(project: Project) -> None:
 
 
 def test_train_edit_reruns_training_and_what_follows_in_both_engines(project: Project) -> None:
-    expected = {"check_params", *TRAIN_STAGES, "random_labels_aggregate", "report"}
+    expected = {"check_params", *TRAIN_STAGES, *AFTER_TRAINING}
 
     def lr(raw):
         raw["studies"]["random_labels"]["train"]["lr"] = 0.04
@@ -127,7 +128,8 @@ def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
     project.edit(seed)
     try:
         assert project.snakemake_plan() == {
-            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_aggregate", "report"}
+            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_sharpness", "eos_gd_aggregate",
+            "report"}
     finally:
         project.restore_params()
 
@@ -139,10 +141,28 @@ def test_one_run_edit_in_a_group_retrains_the_group(project: Project) -> None:
         runs["p1-s7"] = {"label_noise": 1.0, "seed": 7}
     project.edit(seed)
     try:
-        assert project.snakemake_plan() == {
-            "check_params", *TRAIN_STAGES, "random_labels_aggregate", "report"}
+        assert project.snakemake_plan() == {"check_params", *TRAIN_STAGES, *AFTER_TRAINING}
     finally:
         project.restore_params()
+
+
+def test_analysis_edit_reruns_that_analysis_and_what_follows_in_both_engines(
+        project: Project) -> None:
+    expected = {"check_params", "eos_gd_sharpness", "eos_gd_aggregate", "report"}
+
+    def density(raw):
+        raw["studies"]["eos_gd"]["analyses"]["sharpness"]["density_num_steps"] = 12
+    project.edit(density)
+    try:
+        assert project.snakemake_plan() == expected
+        assert project.dvc_repro() == expected
+        project.sh("genlab", "sync")
+        assert project.snakemake_plan() == set()
+    finally:
+        project.restore_params()
+    assert project.dvc_repro() == {"check_params"}
+    project.sh("genlab", "sync")
+    assert project.snakemake_plan() == set()
 
 
 def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) -> None:
@@ -151,8 +171,7 @@ def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) ->
     project.edit(n_test)
     try:
         assert project.snakemake_plan() == {rule(s) for s in (
-            "check_params", "random_labels_synthesize", *TRAIN_STAGES,
-            "random_labels_aggregate", "report")}
+            "check_params", "random_labels_synthesize", *TRAIN_STAGES, *AFTER_TRAINING)}
     finally:
         project.restore_params()
 

@@ -42,19 +42,16 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, Self
 
 import torch
 from curvlinops import GGNLinearOperator, HessianLinearOperator
-from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from genlab.analyses.lanczos import lanczos, quadrature, ritz_pairs
-from genlab.analyses.trace import ESTIMATORS, TraceMethod, TraceResult, rademacher
+from genlab.analyses.settings import Curvature, SharpnessSettings, TraceMethod
+from genlab.analyses.trace import ESTIMATORS, TraceResult, rademacher
 from genlab.seeding import torch_generator
-from genlab.settings import FrozenModel, Seed
 
-Curvature = Literal["hessian", "ggn"]
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (output, target) ↦ the mean loss over the batch
 
 OPERATORS = {"hessian": HessianLinearOperator, "ggn": GGNLinearOperator}
@@ -62,47 +59,6 @@ OPERATORS = {"hessian": HessianLinearOperator, "ggn": GGNLinearOperator}
 # curvlinops multiplies a (P, K) block by vmapping over its K columns, holding one set of
 # activations per column: multiply at most this many at once to bound memory on big models.
 COLUMNS_PER_PRODUCT = 16
-
-
-class SharpnessSettings(FrozenModel):
-    """The curvature analyses of one trained model, on its training loss."""
-
-    curvature: Curvature = Field(
-        "hessian", description="hessian = ∇²L; ggn = the Gauss-Newton matrix (PSD).")
-    k: int = Field(1, ge=1, le=1000, description="How many top eigenvalues to compute.")
-    max_iter: int = Field(
-        20, ge=1, le=100_000, description="Cap on Lanczos steps (curvature-vector products) for "
-        "the top eigenvalues: uncapped ARPACK took 100-300 s per call on 2 cores.")
-    tol: float = Field(
-        1e-6, ge=0, lt=1, description="Stop Lanczos early once every top-k Ritz residual "
-        "‖Hv − λv‖ ≤ tol·max|λ|; 0 always takes max_iter steps.")
-    trace_method: TraceMethod = "hutchpp"
-    trace_num_matvecs: int = Field(
-        99, ge=2, le=1_000_000, description="Curvature-vector products for the trace (a "
-        "multiple of 3, at least 6, for hutchpp).")
-    density_num_repeats: int = Field(
-        5, ge=1, le=10_000, description="Random probes averaged by stochastic Lanczos quadrature.")
-    density_num_steps: int = Field(
-        30, ge=1, le=10_000, description="Lanczos steps (quadrature nodes) per probe.")
-    density_grid_size: int = Field(512, ge=2, le=1_000_000,
-                                   description="Points of the density's eigenvalue grid.")
-    density_kernel_width: float = Field(
-        0.01, gt=0, le=1, description="Std of the Gaussian smoothing each quadrature node, as a "
-        "fraction of the spread of the nodes.")
-    seed: Seed = Field(0, description="Seed of the probes, start vectors and subsample.")
-    max_examples: int | None = Field(
-        None, ge=1, description="Evaluate the loss on a random subsample of this many training "
-        "examples (the same one for every analysis); null = all of them.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.trace_method == "hutchpp" and (self.trace_num_matvecs % 3
-                                               or self.trace_num_matvecs < 6):
-            raise ValueError("hutchpp needs trace_num_matvecs a multiple of 3 and at least 6, "
-                             f"got {self.trace_num_matvecs}")
-        if self.k > self.max_iter:
-            raise ValueError(f"k={self.k} eigenvalues need max_iter ≥ k, got {self.max_iter}")
-        return self
 
 
 # ------------------------------------------------------------------------------------ results
@@ -161,6 +117,16 @@ class _MeanLoss(nn.Module):
         return self.loss_fn(output, target)
 
 
+def check_loss_data(loss_fn: LossFn, X: Tensor, y: Tensor) -> None:
+    """What every curvature analysis needs of its loss and data: a loss that is the mean over
+    the batch (the curvature of a sum would scale with n), and as many targets as inputs."""
+    if getattr(loss_fn, "reduction", "mean") != "mean":
+        raise ValueError("loss_fn must return the mean over the batch (reduction='mean')")
+    if len(X) != len(y) or len(X) == 0:
+        raise ValueError(f"X and y must hold the same nonzero number of examples, got "
+                         f"{len(X)} and {len(y)}")
+
+
 def curvature_operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor,
                        curvature: Curvature = "hessian", batch_size: int | None = None,
                        ) -> HessianLinearOperator | GGNLinearOperator:
@@ -169,11 +135,7 @@ def curvature_operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor,
     (all at once for None). Use the model as :func:`curvature_model` yields it."""
     if curvature not in OPERATORS:
         raise ValueError(f"unknown curvature {curvature!r}; known: {sorted(OPERATORS)}")
-    if getattr(loss_fn, "reduction", "mean") != "mean":
-        raise ValueError("loss_fn must return the mean over the batch (reduction='mean')")
-    if len(X) != len(y) or len(X) == 0:
-        raise ValueError(f"X and y must hold the same nonzero number of examples, got "
-                         f"{len(X)} and {len(y)}")
+    check_loss_data(loss_fn, X, y)
     params = [p for p in model.parameters() if p.requires_grad]
     size = len(X) if batch_size is None else batch_size
     data = list(zip(X.split(size), y.split(size), strict=True))
@@ -183,7 +145,8 @@ def curvature_operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor,
                                 check_deterministic=False)
 
 
-def _as_dtype(X: Tensor, dtype: torch.dtype) -> Tensor:
+def as_dtype(X: Tensor, dtype: torch.dtype) -> Tensor:
+    """Floating inputs in ``dtype``; integer inputs (token ids, labels) as they are."""
     return X.to(dtype) if X.is_floating_point() else X  # token ids stay integers
 
 
@@ -192,7 +155,7 @@ def _operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor, curvature
               dtype: torch.dtype, batch_size: int | None,
               ) -> Iterator[HessianLinearOperator | GGNLinearOperator]:
     with curvature_model(model, dtype) as net:
-        yield curvature_operator(net, loss_fn, _as_dtype(X, dtype), y, curvature, batch_size)
+        yield curvature_operator(net, loss_fn, as_dtype(X, dtype), y, curvature, batch_size)
 
 
 def _matmat(operator: HessianLinearOperator | GGNLinearOperator) -> Callable[[Tensor], Tensor]:
@@ -343,6 +306,18 @@ def sharpness_vs_lr(top_eigenvalue: float, lr: float) -> float:
     return top_eigenvalue * lr / 2.0
 
 
+def stability_threshold(lr: float, momentum: float = 0.0) -> float:
+    """The largest curvature at which (heavy-ball) gradient descent with step size η and momentum
+    β is stable on a quadratic: (2 + 2β)/η, which is 2/η without momentum. Along an eigenvector
+    with curvature λ the iteration's characteristic roots stay inside the unit circle exactly
+    while ηλ < 2(1 + β) (Goh 2017; Cohen et al. 2021, appendix on momentum)."""
+    if not lr > 0:
+        raise ValueError(f"the learning rate must be positive, got {lr}")
+    if not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+    return (2.0 + 2.0 * momentum) / lr
+
+
 def subsample(X: Tensor, y: Tensor, max_examples: int | None,
               seed: int = 0) -> tuple[Tensor, Tensor]:
     """At most ``max_examples`` examples drawn without replacement from ``seed`` (kept in their
@@ -357,6 +332,7 @@ def subsample(X: Tensor, y: Tensor, max_examples: int | None,
 
 
 __all__ = ["COLUMNS_PER_PRODUCT", "OPERATORS", "Curvature", "DensityResult", "EigenResult",
-           "LossFn", "SharpnessSettings", "TraceResult", "curvature_model", "curvature_operator",
-           "hessian_top_eigenvalues", "hessian_trace", "sharpness_vs_lr", "smoothed_density",
-           "spectral_density", "subsample"]
+           "LossFn", "SharpnessSettings", "TraceResult", "as_dtype", "check_loss_data",
+           "curvature_model", "curvature_operator", "hessian_top_eigenvalues", "hessian_trace",
+           "sharpness_vs_lr", "smoothed_density", "spectral_density", "stability_threshold",
+           "subsample"]

@@ -33,13 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor
 
+from genlab.analyses.settings import TraceMethod
+
 MatMat = Callable[[Tensor], Tensor]  # M (P, K) ↦ A M (P, K), A symmetric
-TraceMethod = Literal["hutchinson", "hutchpp"]
 
 
 @dataclass(frozen=True)

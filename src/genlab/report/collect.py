@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,10 @@ class StudySection:
     run_columns: tuple[str, ...]
     runs: list[dict[str, Any]]  # one row per run: its metrics
     provenance: dict[str, Any]
+    # post-hoc curvature of every run (genlab.report.analyses), empty if the study has none
+    sharpness_columns: tuple[str, ...] = ()
+    sharpness_rows: list[dict[str, Any]] = field(default_factory=list)
+    sharpness_figure: str | None = None  # inline SVG
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,19 @@ def figure_to_svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
 
 
+def _sharpness(data: dict[str, Any], folder: Path, config: Any) -> dict[str, Any]:
+    from genlab.report.analyses import sharpness_figure, sharpness_rows
+
+    records = data.get("analyses", {}).get("sharpness")
+    if not records:
+        return {}
+    fig = sharpness_figure(records, read_parquet(folder / "sharpness_density.parquet"),
+                           config.analyses.sharpness.curvature)
+    columns, rows = sharpness_rows(records)
+    return {"sharpness_columns": columns, "sharpness_rows": rows,
+            "sharpness_figure": figure_to_svg(fig) if fig is not None else None}
+
+
 def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
     import matplotlib
 
@@ -69,7 +86,7 @@ def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
         sections.append(StudySection(
             name=name, title=spec.title, description=config.description, claims=data["claims"],
             figures=figures, run_columns=spec.run_columns, runs=runs,
-            provenance=data["provenance"]))
+            provenance=data["provenance"], **_sharpness(data, folder, config)))
     first = sections[0].provenance if sections else {}
     provenance = {
         "git_commit": first.get("git_commit", "unknown"),

@@ -32,7 +32,9 @@ def render_html(report: Report) -> str:
     env.filters["number"] = _number
     env.filters["status_label"] = STATUS_LABEL.get
     sections = [
-        {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures]}
+        {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures],
+         "sharpness_figure": Markup(section.sharpness_figure) if section.sharpness_figure
+         else None}
         for section in report.sections
     ]
     counts = {status: sum(c["status"] == status for c in report.claims) for status in STATUS_LABEL}

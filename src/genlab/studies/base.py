@@ -45,6 +45,33 @@ class RunArtifacts:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """The training loss a run minimised, as the post-hoc analyses need it: the training inputs,
+    the targets the model was trained on (corrupted labels included), the loss as a mean over a
+    batch, and the optimizer's step size, momentum and batch size (None: full batch). Weight
+    decay is recorded, not folded in: the analyses study the data loss's curvature."""
+
+    X: Any
+    y: Any
+    loss_fn: Callable[[Any, Any], Any]
+    lr: float
+    momentum: float = 0.0
+    batch_size: int | None = None
+    weight_decay: float = 0.0
+
+
+def training_objective(X: Any, y: Any, settings: Any) -> Objective:
+    """The :class:`Objective` of a run trained with ``settings`` (a TrainSettings) on (X, y)."""
+    from genlab.train.loop import loss_value
+
+    def loss_fn(output: Any, target: Any) -> Any:
+        return loss_value(settings.loss, output, target)
+
+    return Objective(X=X, y=y, loss_fn=loss_fn, lr=settings.lr, momentum=settings.momentum,
+                     batch_size=settings.batch_size, weight_decay=settings.weight_decay)
+
+
+@dataclass(frozen=True)
 class Summary:
     """A study's aggregate: JSON-able numbers and claim results, plus a long table for figures."""
 
@@ -76,6 +103,9 @@ class StudySpec:
     at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
     A study that has one trains its whole sweep in one DVC stage (``<study>_train``, its output
     the runs folder), and a killed group restarts from scratch: the engine has no checkpoints."""
+    objective: Callable[[Any, str, Dataset, Any], Objective] | None = None
+    """(study settings, run id, dataset, torch device) -> the run's training loss. A study that
+    has one declares ``analyses`` in params.yaml and gets the post-hoc analyses of every run."""
 
 
 def stack_histories(histories: Mapping[str, pa.Table], metrics: Mapping[str, Mapping[str, Any]],

@@ -20,14 +20,24 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
+from genlab.analyses.settings import AnalysesSettings
 from genlab.data.feature_noise import FeatureNoiseSettings
-from genlab.settings import FrozenModel, PatchNetSettings, Seed, Slug, format_float_slug
+from genlab.settings import (
+    FrozenModel,
+    PatchNetSettings,
+    Seed,
+    Slug,
+    TrainSettings,
+    format_float_slug,
+)
 from genlab.studies.base import (
     ClaimResult,
+    Objective,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+    training_objective,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +69,7 @@ class BenignOscillationConfig(FrozenModel):
     data: FeatureNoiseSettings
     model: PatchNetSettings
     recipe: RecipeSettings
+    analyses: AnalysesSettings
     runs: dict[Slug, BenignOscillationRun] = Field(min_length=1, description="One line per run; "
                                                    "the key is lr<η>-s<seed>.")
 
@@ -73,6 +84,23 @@ def synthesize(config: BenignOscillationConfig) -> Dataset:
     return feature_noise(config.data)
 
 
+def train_settings(config: BenignOscillationConfig, run_name: str) -> TrainSettings:
+    """SGD with batch size 1 on the squared margin loss, for the recipe's step budget."""
+    recipe = config.recipe
+    return TrainSettings(optimizer="sgd", loss="squared_margin", lr=config.runs[run_name].lr,
+                         batch_size=1, max_steps=recipe.steps, eval_every=recipe.eval_every,
+                         stop_at_train_acc=None)
+
+
+def objective(config: BenignOscillationConfig, run_name: str, dataset: Dataset,
+              device: Any) -> Objective:
+    import torch
+
+    return training_objective(torch.from_numpy(dataset.train.x).to(device),
+                              torch.from_numpy(dataset.train.y).to(device),
+                              train_settings(config, run_name))
+
+
 def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     import torch
@@ -80,7 +108,6 @@ def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, 
     from genlab.data.feature_noise import STRONG, WEAK_ONLY
     from genlab.models.registry import build_seeded_model, model_spec, state_tensors
     from genlab.seeding import torch_generator
-    from genlab.settings import TrainSettings
     from genlab.train.loop import train_classifier
 
     run = config.runs[run_name]
@@ -113,10 +140,8 @@ def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, 
             "oscillation_strong": (margin[strong_train] - 1).abs().mean().item(),
         }
 
-    settings = TrainSettings(optimizer="sgd", loss="squared_margin", lr=run.lr, batch_size=1,
-                             max_steps=config.recipe.steps, eval_every=config.recipe.eval_every,
-                             stop_at_train_acc=None)
-    result = train_classifier(model, x_train, y_train, x_test, y_test, settings,
+    result = train_classifier(model, x_train, y_train, x_test, y_test,
+                              train_settings(config, run_name),
                               torch_generator(run.seed, "batches", device=device.type),
                               probes=probes, checkpointing=checkpointing)
     history = pa.Table.from_pylist([row.as_dict() for row in result.history])
@@ -259,6 +284,7 @@ SPEC = StudySpec(
     run_id=run_id,
     synthesize=synthesize,
     train_run=train_run,
+    objective=objective,
     summarize=summarize,
     figures=figures,
     run_columns=("status", "lr", "seed", "alpha_v", "test_acc_strong", "test_acc_weak_only",

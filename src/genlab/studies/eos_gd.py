@@ -19,14 +19,24 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, field_validator
 
+from genlab.analyses.settings import AnalysesSettings
 from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
+from genlab.settings import (
+    FrozenModel,
+    MLPSettings,
+    Seed,
+    Slug,
+    TrainSettings,
+    format_float_slug,
+)
 from genlab.studies.base import (
     ClaimResult,
+    Objective,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+    training_objective,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +69,7 @@ class EoSConfig(FrozenModel):
     data: TeacherStudentSettings
     model: MLPSettings
     recipe: EoSRecipe
+    analyses: AnalysesSettings
     runs: dict[Slug, EoSRun] = Field(min_length=1, description="One line per run; the key is "
                                      "lr<η>-s<seed>.")
 
@@ -80,13 +91,28 @@ def synthesize(config: EoSConfig) -> Dataset:
     return teacher_student(config.data)
 
 
+def train_settings(config: EoSConfig, run_name: str) -> TrainSettings:
+    """Full-batch GD on the MSE for the recipe's step budget: no early stop."""
+    recipe = config.recipe
+    return TrainSettings(optimizer="gd", loss="mse", lr=config.runs[run_name].lr,
+                         max_steps=recipe.steps, eval_every=recipe.track_every,
+                         stop_at_train_acc=None)
+
+
+def objective(config: EoSConfig, run_name: str, dataset: Dataset, device: Any) -> Objective:
+    import torch
+
+    return training_objective(torch.from_numpy(dataset.train.x).to(device),
+                              torch.from_numpy(dataset.train.y).to(device),
+                              train_settings(config, run_name))
+
+
 def train_run(config: EoSConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     import torch
 
     from genlab.analyses.sharpness import hessian_top_eigenvalues
     from genlab.models.registry import build_seeded_model, model_spec, state_tensors
-    from genlab.settings import TrainSettings
     from genlab.train.loop import loss_value, train_classifier
 
     run = config.runs[run_name]
@@ -108,11 +134,9 @@ def train_run(config: EoSConfig, run_name: str, dataset: Dataset, device: Any,
         return {"lambda_max": result.eigenvalues[0],
                 "lambda_residual": float(result.residual_norms[0])}
 
-    settings = TrainSettings(optimizer="gd", loss="mse", lr=run.lr,
-                             max_steps=config.recipe.steps, eval_every=config.recipe.track_every,
-                             stop_at_train_acc=None)
     result = train_classifier(model, x_train, y_train, torch.from_numpy(dataset.test.x).to(device),
-                              torch.from_numpy(dataset.test.y).to(device), settings,
+                              torch.from_numpy(dataset.test.y).to(device),
+                              train_settings(config, run_name),
                               torch.Generator(), probes=sharpness, checkpointing=checkpointing)
     rows = [row.as_dict() for row in result.history]
     metrics = {"status": result.status, "steps": result.steps,
@@ -235,6 +259,7 @@ SPEC = StudySpec(
     run_id=run_id,
     synthesize=synthesize,
     train_run=train_run,
+    objective=objective,
     summarize=summarize,
     figures=figures,
     run_columns=("status", "lr", "lambda_init", "lambda_final", "two_over_lr", "crossing_step",

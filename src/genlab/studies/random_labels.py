@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
+from genlab.analyses.settings import AnalysesSettings
 from genlab.settings import (
     FrozenModel,
     GaussianMixtureSettings,
@@ -29,10 +30,12 @@ from genlab.settings import (
 )
 from genlab.studies.base import (
     ClaimResult,
+    Objective,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+    training_objective,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ class RandomLabelsConfig(FrozenModel):
     data: GaussianMixtureSettings
     model: MLPSettings
     train: TrainSettings
+    analyses: AnalysesSettings
     runs: dict[Slug, RandomLabelsRun] = Field(min_length=1, description="One line per run; the "
                                               "key is derived from the settings: p<p>-s<seed>.")
 
@@ -121,6 +125,15 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, devic
         tensor(dataset.test.y), config.train,
         torch_generator(run.seed, "batches", device=device.type), checkpointing=checkpointing)
     return _artifacts(config, run, dataset, model, result, labels, replaced)
+
+
+def objective(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
+              device: Any) -> Objective:
+    import torch
+
+    labels, _ = _training_labels(dataset, config.runs[run_name])
+    return training_objective(torch.from_numpy(dataset.train.x).to(device),
+                              torch.from_numpy(labels).to(device), config.train)
 
 
 def train_group(config: RandomLabelsConfig, run_names: Sequence[str], dataset: Dataset,
@@ -281,6 +294,7 @@ SPEC = StudySpec(
     synthesize=synthesize,
     train_run=train_run,
     train_group=train_group,
+    objective=objective,
     summarize=summarize,
     figures=figures,
     run_columns=("status", "steps", "fit_step", "final_train_acc", "final_test_acc",

@@ -20,14 +20,24 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 from pydantic import Field, field_validator
 
+from genlab.analyses.settings import AnalysesSettings
 from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
+from genlab.settings import (
+    FrozenModel,
+    MLPSettings,
+    Seed,
+    Slug,
+    TrainSettings,
+    format_float_slug,
+)
 from genlab.studies.base import (
     ClaimResult,
+    Objective,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+    training_objective,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +72,7 @@ class StabilityConfig(FrozenModel):
     data: TeacherStudentSettings
     model: MLPSettings
     recipe: StabilityRecipe
+    analyses: AnalysesSettings
     runs: dict[Slug, StabilityRun] = Field(min_length=1, description="One line per run; the key "
                                            "is <method>-lr<η>-s<seed>.")
 
@@ -83,6 +94,24 @@ def synthesize(config: StabilityConfig) -> Dataset:
     return teacher_student(config.data)
 
 
+def train_settings(config: StabilityConfig, run_name: str) -> TrainSettings:
+    """SGD with batch size 1, or GD, until the training loss reaches the recipe's target."""
+    run, recipe = config.runs[run_name], config.recipe
+    return TrainSettings(optimizer=run.method, loss="mse", lr=run.lr,
+                         batch_size=1 if run.method == "sgd" else None,
+                         max_steps=recipe.max_steps, eval_every=recipe.eval_every,
+                         stop_at_train_acc=None, stop_at_train_loss=recipe.target_loss)
+
+
+def objective(config: StabilityConfig, run_name: str, dataset: Dataset,
+              device: Any) -> Objective:
+    import torch
+
+    return training_objective(torch.from_numpy(dataset.train.x).to(device),
+                              torch.from_numpy(dataset.train.y.astype("float32")).to(device),
+                              train_settings(config, run_name))
+
+
 def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     import torch
@@ -90,7 +119,6 @@ def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: 
     from genlab.analyses.sharpness import hessian_top_eigenvalues, hessian_trace
     from genlab.models.registry import build_seeded_model, model_spec, state_tensors
     from genlab.seeding import torch_generator
-    from genlab.settings import TrainSettings
     from genlab.train.loop import loss_value, train_classifier
 
     run, recipe = config.runs[run_name], config.recipe
@@ -100,11 +128,8 @@ def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: 
     y_train = torch.from_numpy(dataset.train.y.astype("float32")).to(device)
     x_test = torch.from_numpy(dataset.test.x).to(device)
     y_test = torch.from_numpy(dataset.test.y.astype("float32")).to(device)
-    settings = TrainSettings(optimizer=run.method, loss="mse", lr=run.lr,
-                             batch_size=1 if run.method == "sgd" else None,
-                             max_steps=recipe.max_steps, eval_every=recipe.eval_every,
-                             stop_at_train_acc=None, stop_at_train_loss=recipe.target_loss)
-    result = train_classifier(model, x_train, y_train, x_test, y_test, settings,
+    result = train_classifier(model, x_train, y_train, x_test, y_test,
+                              train_settings(config, run_name),
                               torch_generator(run.seed, "batches", device=device.type),
                               checkpointing=checkpointing)
 
@@ -222,6 +247,7 @@ SPEC = StudySpec(
     run_id=run_id,
     synthesize=synthesize,
     train_run=train_run,
+    objective=objective,
     summarize=summarize,
     figures=figures,
     run_columns=("status", "method", "lr", "steps", "trace", "trace_stderr", "lambda_max",
