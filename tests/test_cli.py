@@ -38,8 +38,9 @@ def pipeline(params: Path, out: Path) -> None:
     for run in runs:
         assert main(["train", *common, "--run", run, "--dataset", str(study / "dataset"),
                      "--out", str(study / "runs" / run)]) == 0
-    assert main(["analyze", "sharpness", *common, "--dataset", str(study / "dataset"),
-                 "--runs", str(study / "runs"), "--out", str(study / "analyses/sharpness")]) == 0
+    for analysis in ("sharpness", "intrinsic_dim"):
+        assert main(["analyze", analysis, *common, "--dataset", str(study / "dataset"), "--runs",
+                     str(study / "runs"), "--out", str(study / "analyses" / analysis)]) == 0
     assert main(["aggregate", *common, "--runs", str(study / "runs"), "--analyses",
                  str(study / "analyses"), "--out", str(study)]) == 0
     assert main(["report", "--params", str(params), "--studies", str(study),
@@ -171,6 +172,46 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
     assert set(density["run"]) == set(config.runs)
     html = (a / "reports/index.html").read_text()
     assert "Curvature of the trained models" in html and "(2 + 2β)/η" in html
+
+
+def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -> None:
+    """Layer 0 is the data's own ID; the untrained model the stage rebuilds from the run seed is
+    the one training started from (its loss is the history's step-0 loss)."""
+    import torch
+
+    from genlab.analyses.intrinsic_dim import TwoNN
+    from genlab.cli import _untrained_model
+    from genlab.config import load_params
+    from genlab.data.dataset import corrupt_labels, dataset_from_tables
+    from genlab.io import read_json, read_parquet
+    from genlab.train.loop import evaluate
+
+    a, _ = two_runs
+    study = a / "data" / "random_labels"
+    config = load_params(a.parent / "params.yaml").study("random_labels")
+    dataset = dataset_from_tables(read_parquet(study / "dataset/train.parquet"),
+                                  read_parquet(study / "dataset/test.parquet"),
+                                  read_json(study / "dataset/dataset.json"))
+    X = torch.from_numpy(dataset.train.x)
+    assert config.analyses.intrinsic_dim.max_examples >= len(X)  # all of them: no subsample
+    d_data = TwoNN(duplicates="drop").fit(X).dimension_
+    layers = read_parquet(study / "intrinsic_dim_layers.parquet").to_pylist()
+    for run in config.runs:
+        record = json.loads((study / "analyses/intrinsic_dim" / f"{run}.json").read_text())
+        assert record["status"] == "done" and record["d_data"] == pytest.approx(d_data, rel=1e-12)
+        mine = [r for r in layers if r["run"] == run]
+        assert [r["name"] for r in mine] == ["input", "hidden 1", "output"]
+        assert [r["width"] for r in mine] == [8, 32, 3]
+        assert [r["id_trained"] for r in mine] == record["layer_ids_trained"]
+        assert record["label_sharpness"] > 0
+        spec = json.loads((study / "runs" / run / "model.json").read_text())
+        init = _untrained_model(spec, config.runs[run].seed, torch.device("cpu"))
+        labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
+        loss, _ = evaluate(init, X, torch.from_numpy(labels))
+        step0 = read_parquet(study / "runs" / run / "history.parquet").to_pylist()[0]
+        assert step0["step"] == 0 and loss == pytest.approx(step0["train_loss"], rel=1e-6)
+    html = (a / "reports/index.html").read_text()
+    assert "Intrinsic dimension of the representations" in html
 
 
 def test_sharpness_stage_skips_a_diverged_run_with_its_reason(two_runs, tmp_path) -> None:

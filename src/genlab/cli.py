@@ -24,7 +24,7 @@ log = logging.getLogger("genlab")
 SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
 # Post-hoc analyses of each trained model (`genlab analyze <name>`), with the per-run tables each
 # writes (OUT/<run>_<table>.parquet), which the aggregate stacks into <name>_<table>.parquet.
-ANALYSES: dict[str, tuple[str, ...]] = {"sharpness": ("density",)}
+ANALYSES: dict[str, tuple[str, ...]] = {"sharpness": ("density",), "intrinsic_dim": ("layers",)}
 
 
 def _setup(args: argparse.Namespace) -> Params:
@@ -187,6 +187,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     spec, config = _study(params, args.study)
     if spec.objective is None:
         raise ParamsError(f"studies.{args.study}: this study has no post-hoc analyses")
+    settings = getattr(config.analyses, args.analysis)
+    if settings is None:
+        raise ParamsError(f"studies.{args.study}.analyses.{args.analysis}: not set, so there is "
+                          "nothing to run (set it, or drop the stage from dvc.yaml)")
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
     dataset = _load_dataset(args.dataset)
@@ -201,10 +205,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 "reason": f"the run diverged at step {metrics.get('diverged_step')}"}
             tables = {}
         else:
-            model = load_model(read_json(folder / "model.json"), folder / "model.safetensors")
+            model_json = read_json(folder / "model.json")
+            model = load_model(model_json, folder / "model.safetensors").to(device)
             objective = spec.objective(config, run, dataset, device)
-            record, tables = ANALYZERS[args.analysis](model.to(device), objective,
-                                                      getattr(config.analyses, args.analysis))
+
+            def untrained(spec_=model_json, seed=config.runs[run].seed):
+                return _untrained_model(spec_, seed, device)
+
+            record, tables = ANALYZERS[args.analysis](model, objective, settings, untrained)
         for name, table in tables.items():
             write_parquet(args.out / f"{run}_{name}.parquet", table)
         write_json(args.out / f"{run}.json", {**record, "provenance": {**prov, "run": run}})
@@ -213,7 +221,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sharpness_record(model: Any, objective: Any, settings: Any) -> tuple[dict, dict]:
+def _untrained_model(spec: dict[str, Any], seed: int, device: Any) -> Any:
+    """The run's model at initialisation: every study seeds its model's init with the run seed
+    (genlab.models.registry.build_seeded_model), so rebuilding it needs no stored weights."""
+    from genlab.models.registry import MODELS, build_seeded_model
+
+    settings_cls, _ = MODELS[spec["kind"]]
+    return build_seeded_model(spec["kind"], settings_cls.model_validate(spec["settings"]),
+                              int(spec["input_dim"]), int(spec["output_dim"]), seed, device)
+
+
+def _sharpness_record(model: Any, objective: Any, settings: Any,
+                      untrained: Callable[[], Any]) -> tuple[dict, dict]:
     import pyarrow as pa
 
     from genlab.analyses.sharpness_analysis import analyze_sharpness
@@ -249,8 +268,42 @@ def _sharpness_record(model: Any, objective: Any, settings: Any) -> tuple[dict, 
     return record, {"density": table}
 
 
-ANALYZERS: dict[str, Callable[[Any, Any, Any], tuple[dict, dict]]] = {
-    "sharpness": _sharpness_record}
+def _intrinsic_dim_record(model: Any, objective: Any, settings: Any,
+                          untrained: Callable[[], Any]) -> tuple[dict, dict]:
+    import pyarrow as pa
+
+    from genlab.analyses.intrinsic_dim import label_sharpness
+    from genlab.analyses.representations import layer_ids
+    from genlab.analyses.sharpness import subsample
+    from genlab.seeding import torch_generator
+
+    X, y = subsample(objective.X, objective.y, settings.max_examples, settings.seed)
+    trained, init = layer_ids(model, X, settings), layer_ids(untrained(), X, settings)
+    record: dict[str, Any] = {
+        "status": "done", "estimator": settings.estimator, "n_examples": len(X),
+        "d_data": trained[0].dimension, "input_width": trained[0].width,
+        "last_hidden_trained": trained[-2].dimension, "last_hidden_init": init[-2].dimension,
+        "layer_ids_trained": [layer.dimension for layer in trained],
+        "layer_ids_init": [layer.dimension for layer in init],
+    }
+    if not objective.y.is_floating_point():  # classification: K_F of the labels trained on
+        sharp = label_sharpness(objective.X, objective.y, settings.label_sharpness_samples,
+                                torch_generator(settings.seed, "intrinsic_dim", "label-sharpness",
+                                                device=objective.X.device.type))
+        record |= {"label_sharpness": sharp.value, "label_sharpness_samples": sharp.num_samples,
+                   "label_sharpness_input_rms": sharp.input_rms}
+    table = pa.table({
+        "layer": [layer.index for layer in trained], "name": [layer.name for layer in trained],
+        "width": [layer.width for layer in trained],
+        "id_trained": [layer.dimension for layer in trained],
+        "id_init": [layer.dimension for layer in init],
+        "distinct_trained": [layer.n_distinct for layer in trained],
+        "distinct_init": [layer.n_distinct for layer in init]})
+    return record, {"layers": table}
+
+
+ANALYZERS: dict[str, Callable[[Any, Any, Any, Callable[[], Any]], tuple[dict, dict]]] = {
+    "sharpness": _sharpness_record, "intrinsic_dim": _intrinsic_dim_record}
 
 
 class CheckpointFolder:
@@ -326,7 +379,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         metrics[run] = read_json(folder / "metrics.json")
         histories[run] = read_parquet(folder / "history.parquet")
     summary = spec.summarize(config, metrics, histories)
-    analyses = _gather_analyses(args.analyses, list(config.runs), args.out)
+    analyses = _gather_analyses(args.analyses, config, args.out)
     write_parquet(args.out / "summary.parquet", summary.table)
     write_json(args.out / "summary.json", {
         **summary.data, "claims": [c.to_json() for c in summary.claims], **analyses,
@@ -336,9 +389,10 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gather_analyses(folder: Path | None, runs: list[str], out: Path) -> dict[str, Any]:
-    """Each analysis' per-run numbers for summary.json (``{"analyses": {name: {run: …}}}``) and
-    its per-run tables stacked into OUT/<name>_<table>.parquet with a ``run`` column."""
+def _gather_analyses(folder: Path | None, config: Any, out: Path) -> dict[str, Any]:
+    """Each enabled analysis' per-run numbers for summary.json (``{"analyses": {name: {run:
+    …}}}``) and its per-run tables stacked into OUT/<name>_<table>.parquet with a ``run``
+    column."""
     import pyarrow as pa
 
     from genlab.io import read_json, read_parquet, write_parquet
@@ -347,10 +401,10 @@ def _gather_analyses(folder: Path | None, runs: list[str], out: Path) -> dict[st
         return {}
     found: dict[str, Any] = {}
     for name in ANALYSES:
-        if not (folder / name).is_dir():
+        if getattr(config.analyses, name, None) is None:
             continue
         records, tables = {}, {}
-        for run in runs:
+        for run in config.runs:
             record = read_json(folder / name / f"{run}.json")
             record.pop("provenance")
             records[run] = record

@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from genlab import paths
+from genlab.cli import ANALYSES
 from tests_support import ROOT, copy_project, run, tool_env
 
 pytestmark = pytest.mark.workflow
@@ -133,9 +134,10 @@ def test_paths_follow_genlab_paths(engines) -> None:
             assert st["outs"] == [str(paths.run_dir(study, run_id) / f) for f in paths.RUN_FILES]
         elif stage.endswith("_train"):  # a group: the whole sweep, into the runs folder
             assert st["outs"] == [str(paths.runs_dir(stage.removesuffix("_train")))]
-        elif stage.endswith("_sharpness"):
-            study = stage.removesuffix("_sharpness")
-            assert st["outs"] == [str(paths.analysis_dir(study, "sharpness"))]
+        elif stage.endswith(("_sharpness", "_intrinsic_dim")):
+            study, analysis = next((stage.removesuffix(f"_{a}"), a) for a in ANALYSES
+                                   if stage.endswith(f"_{a}"))
+            assert st["outs"] == [str(paths.analysis_dir(study, analysis))]
         elif stage.endswith("_synthesize"):
             study = stage.removesuffix("_synthesize")
             assert st["outs"] == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]

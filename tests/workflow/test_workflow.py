@@ -59,7 +59,8 @@ def rule(stage: str) -> str:
 
 
 TRAIN_STAGES = {"random_labels_train"}  # the sweep trains as one group
-AFTER_TRAINING = {"random_labels_sharpness", "random_labels_aggregate", "report"}
+AFTER_TRAINING = {"random_labels_sharpness", "random_labels_intrinsic_dim",
+                  "random_labels_aggregate", "report"}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 1, "eos_gd": 3,
-                                                   "sgd_stability": 3}
+                                                   "sgd_stability": 3, "intrinsic_dim": 5}
 
 
 def test_every_rule_logs(project: Project) -> None:
@@ -128,8 +129,8 @@ def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
     project.edit(seed)
     try:
         assert project.snakemake_plan() == {
-            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_sharpness", "eos_gd_aggregate",
-            "report"}
+            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_sharpness",
+            "eos_gd_intrinsic_dim", "eos_gd_aggregate", "report"}
     finally:
         project.restore_params()
 

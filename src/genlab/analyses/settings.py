@@ -109,9 +109,31 @@ class SharpnessSettings(FrozenModel):
         return self
 
 
+class RepresentationSettings(FrozenModel):
+    """The intrinsic dimension of each layer's representations of the training inputs, for the
+    trained model and the same architecture at its initialisation (Ansuini et al. 2019)."""
+
+    estimator: Literal["twonn", "mle"] = Field(
+        "twonn", description="twonn (Facco et al. 2017, as Ansuini et al.) or mle (MacKay-"
+        "Ghahramani average with k neighbours).")
+    discard_fraction: float = Field(0.1, ge=0, lt=1, description="TwoNN: the largest ratios "
+                                    "left out of the fit.")
+    k: int = Field(20, ge=3, le=10_000, description="MLE: neighbours per point.")
+    max_examples: int | None = Field(
+        1000, ge=10, description="Training examples whose representations are measured (a "
+        "seeded subsample); null = all.")
+    label_sharpness_samples: int = Field(
+        1000, ge=2, le=1_000_000, description="Points M over whose pairs the label sharpness "
+        "K_F of the training inputs and labels is taken (classification only).")
+    seed: Seed = Field(0, description="Seed of the subsamples.")
+
+
 class AnalysesSettings(FrozenModel):
     """The post-hoc analyses of every trained model of a study, one block each; editing one
     block reruns that analysis (and the summary and report after it), nothing else."""
 
     sharpness: SharpnessSettings = Field(description="Top eigenvalues, trace and spectral "
                                          "density of the training-loss curvature.")
+    intrinsic_dim: RepresentationSettings | None = Field(
+        None, description="Intrinsic dimension of every layer's representations (MLPs), trained "
+        "and at initialisation, and the label sharpness of the training data; null = skip.")

@@ -12,6 +12,16 @@ from genlab.io import read_json, read_parquet
 
 
 @dataclass(frozen=True)
+class AnalysisSection:
+    title: str
+    intro: str
+    figure: str | None  # inline SVG
+    caption: str
+    columns: tuple[str, ...]
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class StudySection:
     name: str
     title: str
@@ -21,10 +31,8 @@ class StudySection:
     run_columns: tuple[str, ...]
     runs: list[dict[str, Any]]  # one row per run: its metrics
     provenance: dict[str, Any]
-    # post-hoc curvature of every run (genlab.report.analyses), empty if the study has none
-    sharpness_columns: tuple[str, ...] = ()
-    sharpness_rows: list[dict[str, Any]] = field(default_factory=list)
-    sharpness_figure: str | None = None  # inline SVG
+    # the post-hoc analyses of every run (genlab.report.analyses), with figures as inline SVG
+    analyses: list[AnalysisSection] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -53,17 +61,16 @@ def figure_to_svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
 
 
-def _sharpness(data: dict[str, Any], folder: Path, config: Any) -> dict[str, Any]:
-    from genlab.report.analyses import sharpness_figure, sharpness_rows
+def _analyses(data: dict[str, Any], folder: Path, config: Any) -> list[AnalysisSection]:
+    from genlab.report.analyses import VIEWS
 
-    records = data.get("analyses", {}).get("sharpness")
-    if not records:
-        return {}
-    fig = sharpness_figure(records, read_parquet(folder / "sharpness_density.parquet"),
-                           config.analyses.sharpness.curvature)
-    columns, rows = sharpness_rows(records)
-    return {"sharpness_columns": columns, "sharpness_rows": rows,
-            "sharpness_figure": figure_to_svg(fig) if fig is not None else None}
+    sections = []
+    for name, records in data.get("analyses", {}).items():
+        view = VIEWS[name](records, folder, getattr(config.analyses, name))
+        sections.append(AnalysisSection(
+            title=view.title, intro=view.intro, caption=view.caption, columns=view.columns,
+            rows=view.rows, figure=figure_to_svg(view.figure) if view.figure else None))
+    return sections
 
 
 def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
@@ -86,7 +93,7 @@ def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
         sections.append(StudySection(
             name=name, title=spec.title, description=config.description, claims=data["claims"],
             figures=figures, run_columns=spec.run_columns, runs=runs,
-            provenance=data["provenance"], **_sharpness(data, folder, config)))
+            provenance=data["provenance"], analyses=_analyses(data, folder, config)))
     first = sections[0].provenance if sections else {}
     provenance = {
         "git_commit": first.get("git_commit", "unknown"),

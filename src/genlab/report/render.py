@@ -33,8 +33,8 @@ def render_html(report: Report) -> str:
     env.filters["status_label"] = STATUS_LABEL.get
     sections = [
         {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures],
-         "sharpness_figure": Markup(section.sharpness_figure) if section.sharpness_figure
-         else None}
+         "analyses": [{**a.__dict__, "figure": Markup(a.figure) if a.figure else None}
+                      for a in section.analyses]}
         for section in report.sections
     ]
     counts = {status: sum(c["status"] == status for c in report.claims) for status in STATUS_LABEL}

@@ -10,6 +10,7 @@ from genlab.studies import (
     benign_oscillation,
     double_descent,
     eos_gd,
+    intrinsic_dim,
     random_labels,
     sgd_stability,
 )
@@ -18,7 +19,7 @@ from genlab.studies.base import ClaimResult, StudySpec
 STUDIES: dict[str, StudySpec] = {
     spec.name: spec
     for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC,
-                 sgd_stability.SPEC)
+                 sgd_stability.SPEC, intrinsic_dim.SPEC)
 }
 
 __all__ = ["STUDIES", "ClaimResult", "StudySpec"]

@@ -1,0 +1,357 @@
+"""The intrinsic-dimension study: run naming and settings, each claim check's decisions on
+hand-made numbers, and one tiny run of every kind through train_run, summarize and figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from pydantic import ValidationError
+from safetensors.torch import load_file, save_file
+
+from genlab.io import dumps_json
+from genlab.studies.intrinsic_dim import (
+    SPEC,
+    EstimateRun,
+    IntrinsicDimConfig,
+    LayersRun,
+    ScalingRun,
+    SubspaceRun,
+    check_estimator,
+    check_layers,
+    check_scaling,
+    check_subspace,
+    layer_dimensions,
+    median_d_int90,
+    power_law_exponent,
+    representations,
+    run_id,
+    summarize,
+)
+
+CPU = torch.device("cpu")
+
+
+def raw_config(**updates) -> dict:
+    """A tiny configuration: every run of it trains in well under a second."""
+    adam = {"optimizer": "adam", "lr": 0.01, "batch_size": 50, "eval_every": 50}
+    raw = {
+        "data": {"task": "classification", "n_classes": 3, "teacher_hidden": [8],
+                 "intrinsic_dim": 3, "ambient_dim": 16, "embedding": "tanh", "n_train": 200,
+                 "n_test": 150, "seed": 0},
+        "estimators": {"dims": [2, 5], "ambient_dim": 20, "n_points": 300, "mle_k": 10},
+        "layers": {"model": {"hidden": [32, 16]}, "train": {**adam, "max_steps": 100}},
+        "subspace": {"data": {"task": "classification", "n_classes": 3, "teacher_hidden": [8],
+                              "input_dim": 4, "n_train": 200, "n_test": 200, "seed": 0},
+                     "depth": 1, "dims": [2, 8, 32],
+                     "full_train": {**adam, "lr": 0.02, "max_steps": 150,
+                                    "stop_at_train_acc": None},
+                     "train": {**adam, "lr": 0.02, "max_steps": 60, "eval_every": 60,
+                               "stop_at_train_acc": None}},
+        "scaling": {"ambient_dim": 8, "teacher_hidden": [8], "sizes": [50, 100], "n_test": 200,
+                    "model": {"hidden": [16]}, "train": {**adam, "max_steps": 100}},
+        "label_sharpness": {"num_samples": 100},
+        "runs": {"estimate-linear-s0": {"kind": "estimate", "embedding": "linear", "seed": 0},
+                 "layers-clean-s0": {"kind": "layers", "labels": "clean", "seed": 0},
+                 "layers-random-s0": {"kind": "layers", "labels": "random", "seed": 0},
+                 "subspace-w4-s0": {"kind": "subspace", "width": 4, "seed": 0},
+                 "subspace-w32-s0": {"kind": "subspace", "width": 32, "seed": 0},
+                 "scaling-d1-s0": {"kind": "scaling", "d_data": 1, "seed": 0},
+                 "scaling-d3-s0": {"kind": "scaling", "d_data": 3, "seed": 0}},
+    }
+    raw.update(updates)
+    return raw
+
+
+def config(**updates) -> IntrinsicDimConfig:
+    return IntrinsicDimConfig.model_validate(raw_config(**updates))
+
+
+# ------------------------------------------------------------------------- settings and names
+
+
+def test_registered_when_the_registry_lists_it() -> None:
+    from genlab.studies import STUDIES
+
+    if "intrinsic_dim" in STUDIES:
+        assert STUDIES["intrinsic_dim"] is SPEC
+    assert SPEC.run_id is run_id and SPEC.config is IntrinsicDimConfig
+
+
+def test_importing_the_study_does_not_import_torch() -> None:
+    code = "import sys, genlab.studies.intrinsic_dim; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(("run", "expected"), [
+    (EstimateRun(kind="estimate", embedding="linear", seed=0), "estimate-linear-s0"),
+    (EstimateRun(kind="estimate", embedding="tanh", seed=3), "estimate-tanh-s3"),
+    (LayersRun(kind="layers", labels="clean", seed=0), "layers-clean-s0"),
+    (LayersRun(kind="layers", labels="random", seed=12), "layers-random-s12"),
+    (SubspaceRun(kind="subspace", width=128, seed=1), "subspace-w128-s1"),
+    (ScalingRun(kind="scaling", d_data=4, seed=2), "scaling-d4-s2")])
+def test_run_ids(run, expected: str) -> None:
+    assert run_id(run) == expected
+
+
+def test_the_run_kind_selects_the_settings() -> None:
+    runs = config().runs
+    assert isinstance(runs["estimate-linear-s0"], EstimateRun)
+    assert isinstance(runs["layers-random-s0"], LayersRun)
+    assert isinstance(runs["subspace-w4-s0"], SubspaceRun)
+    assert isinstance(runs["scaling-d3-s0"], ScalingRun)
+
+
+@pytest.mark.parametrize(("runs", "match"), [
+    ({"layers-s0": {"kind": "layers", "labels": "clean", "seed": 0}},
+     "runs.layers-s0: .*expected 'layers-clean-s0'"),
+    ({"scaling-d4-s0": {"kind": "scaling", "d_data": 2, "seed": 0}},
+     "expected 'scaling-d2-s0'"),
+    ({"subspace-w8-s0": {"kind": "subspace", "width": 8, "seed": 0, "lr": 0.1}},
+     "Extra inputs are not permitted"),
+    ({"x-s0": {"kind": "bogus", "seed": 0}}, "does not match any of the expected tags"),
+    ({"scaling-d9-s0": {"kind": "scaling", "d_data": 9, "seed": 0}},
+     "d_data 9 exceeds scaling.ambient_dim 8"),
+    ({"Bad-Id": {"kind": "layers", "labels": "clean", "seed": 0}}, "should match pattern"),
+])
+def test_bad_runs_are_rejected_with_a_clear_message(runs: dict, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        config(runs=runs)
+
+
+def test_settings_are_validated() -> None:
+    raw = raw_config()
+    with pytest.raises(ValidationError, match="strictly increasing"):
+        config(estimators={**raw["estimators"], "dims": [5, 2]})
+    with pytest.raises(ValidationError, match="exceed ambient_dim"):
+        config(estimators={**raw["estimators"], "dims": [2, 50]})
+    with pytest.raises(ValidationError, match="strictly increasing"):
+        config(scaling={**raw["scaling"], "sizes": [100, 100]})
+    with pytest.raises(ValidationError, match="task must be 'classification'"):
+        config(data={**raw["data"], "task": "regression", "n_classes": None})
+    with pytest.raises(ValidationError, match="task must be 'classification'"):
+        config(subspace={**raw["subspace"], "data": {**raw["subspace"]["data"],
+                                                     "task": "regression", "n_classes": None}})
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        config(unknown=1)
+
+
+# --------------------------------------------------------------------------- claim decisions
+
+
+def test_estimator_windows() -> None:
+    good = {"linear": {2: 2.1, 5: 4.6, 10: 9.1, 20: 14.5}, "tanh": {2: 1.9, 20: 20.9}}
+    claim = check_estimator("twonn", good)
+    assert claim.status == "reproduced" and claim.numbers["failed"] == []
+    assert claim.numbers["checked"]["linear_d20"]["low"] == pytest.approx(14.0)
+    # 13.9 < 0.7 * 20 and 11.1 > 1.1 * 10: one miss on one embedding fails the claim
+    assert check_estimator("twonn", {**good, "tanh": {20: 13.9}}).status == "not_reproduced"
+    bad = check_estimator("mle", {"linear": {10: 11.1}})
+    assert bad.status == "not_reproduced" and bad.numbers["failed"] == ["linear_d10"]
+    assert check_estimator("mle", {"linear": {2: 2.0, 15: 3.0}}).status == "reproduced"
+    assert check_estimator("mle", {"linear": {15: 15.0}}).status == "not_run"  # nothing claimed
+    assert check_estimator("mle", {}).status == "not_run"
+
+
+@pytest.mark.parametrize(("init", "true", "random", "status"), [
+    (6.0, 3.3, 4.0, "reproduced"),
+    (6.0, 6.5, 7.0, "not_reproduced"),  # above init
+    (6.0, 4.5, 4.0, "not_reproduced"),  # above random
+    (6.0, 4.0, 4.0, "not_reproduced"),  # a tie is not below
+    (6.0, 3.3, None, "not_run"),
+    (None, None, 4.0, "not_run"),
+])
+def test_layers_claim(init, true, random, status: str) -> None:
+    claim = check_layers(init, true, random)
+    assert claim.status == status
+    if status != "not_run":
+        assert claim.numbers["true_over_init"] == pytest.approx(true / init)
+
+
+def width(params: int, d: int | None, max_d: int = 640) -> dict:
+    return {"n_parameters": params, "d_int90": d, "max_d": max_d}
+
+
+def test_subspace_claim() -> None:
+    same = check_subspace({32: width(1765, 320), 128: width(19333, 320)})
+    assert same.status == "reproduced"
+    assert same.numbers["d_int90_ratio"] == 1.0
+    assert same.numbers["param_ratio"] == pytest.approx(19333 / 1765)
+    assert check_subspace({32: width(1765, 160), 128: width(19333, 320)}).status == "reproduced"
+    assert check_subspace({32: width(1765, 640), 128: width(19333, 160)}).status \
+        == "not_reproduced"  # ratio 4, whichever way round
+    unresolved = check_subspace({32: width(1765, 320), 128: width(19333, None)})
+    assert unresolved.status == "not_reproduced" and "128" in unresolved.numbers["reason"]
+    assert check_subspace({32: width(1765, 320)}).status == "not_run"
+    close = check_subspace({32: width(1765, 320), 48: width(3000, 320)})
+    assert close.status == "not_run" and "< 5x" in close.numbers["reason"]
+
+
+def test_median_d_int90_counts_unreached_as_infinite() -> None:
+    assert median_d_int90([320]) == 320 and isinstance(median_d_int90([320]), int)
+    assert median_d_int90([160, 320, None]) == 320
+    assert median_d_int90([160, 320]) == 240
+    assert median_d_int90([320, None]) is None
+    assert median_d_int90([]) is None
+
+
+def test_scaling_claim() -> None:
+    rising = {2: {250: 0.02, 1000: 0.01}, 4: {250: 0.05, 1000: 0.03}, 8: {250: 0.2, 1000: 0.1}}
+    claim = check_scaling(rising)
+    assert claim.status == "reproduced" and claim.numbers["sizes_not_increasing"] == []
+    crossed = {**rising, 4: {250: 0.05, 1000: 0.005}}
+    assert check_scaling(crossed).numbers["sizes_not_increasing"] == [1000]
+    assert check_scaling(crossed).status == "not_reproduced"
+    assert check_scaling({2: rising[2]}).status == "not_run"
+    assert check_scaling({2: {250: 0.1}, 4: {1000: 0.2}}).status == "not_run"  # no common N
+
+
+def test_power_law_exponent() -> None:
+    sizes = [250, 1000, 4000]
+    assert power_law_exponent(sizes, [3.0 * n ** -0.5 for n in sizes], 1e-9) \
+        == pytest.approx(-0.5)
+    assert power_law_exponent([250], [0.1], 1e-3) is None
+    # zero errors are floored, not dropped: log(0) would be -inf
+    assert math.isfinite(power_law_exponent(sizes, [0.1, 0.0, 0.0], 1e-3))
+
+
+def test_summary_without_runs_of_a_kind_leaves_its_claims_not_run() -> None:
+    cfg = config()
+    metrics = {"layers-clean-s0": {"kind": "layers", "labels": "clean", "seed": 0,
+                                  "status": "fitted", "layers": ["input", "hidden1", "output"],
+                                  "widths": [16, 8, 3], "id_init": [3.0, 3.5, 2.0],
+                                  "id_trained": [3.0, 2.0, 1.5], "last_hidden_id_init": 3.5,
+                                  "last_hidden_id": 2.0, "final_train_acc": 1.0,
+                                  "final_test_acc": 0.9, "label_sharpness": {"value": 1.0},
+                                  "d_data": {"true": 3, "twonn": 3.1, "mle": 2.9}}}
+    histories = {"layers-clean-s0": pa.table({"step": [0, 10], "train_acc": [0.3, 1.0]})}
+    summary = summarize(cfg, metrics, histories)
+    assert [c.status for c in summary.claims] == ["not_run"] * 5
+    assert summary.data["data"]["d_data"]["twonn"] == 3.1
+    assert summary.table.num_rows == 2
+
+
+# ------------------------------------------------------------------------- representations
+
+
+def test_representations_follow_the_mlp_layers() -> None:
+    from genlab.models.registry import build_seeded_model
+    from genlab.settings import MLPSettings
+
+    model = build_seeded_model("mlp", MLPSettings(hidden=(12, 7), activation="relu"), 5, 3, 0)
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
+    reps = representations(model, x)
+    assert [name for name, _ in reps] == ["input", "hidden1", "hidden2", "output"]
+    assert [h.shape[1] for _, h in reps] == [5, 12, 7, 3]
+    assert torch.equal(reps[-1][1], model(x).detach())
+    assert bool((reps[1][1] >= 0).all())  # after the ReLU
+    model.train()
+    rows = layer_dimensions(model, x, 0.1)
+    assert model.training  # flags restored
+    assert [r["layer"] for r in rows] == ["input", "hidden1", "hidden2", "output"]
+
+
+# ----------------------------------------------------------------------- tiny runs end to end
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[IntrinsicDimConfig, dict]:
+    torch.set_num_threads(1)
+    cfg = config()
+    dataset = SPEC.synthesize(cfg)
+    return cfg, {name: SPEC.train_run(cfg, name, dataset, CPU) for name in cfg.runs}
+
+
+def test_dataset_records_the_true_dimension() -> None:
+    dataset = SPEC.synthesize(config())
+    assert dataset.info["intrinsic_dim"] == 3 and dataset.info["ambient_dim"] == 16
+    assert dataset.train.x.shape == (200, 16) and dataset.n_classes == 3
+
+
+def test_every_kind_of_run_end_to_end(tiny, tmp_path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from genlab.models.registry import load_model
+
+    cfg, results = tiny
+    for name, result in results.items():
+        assert result.metrics["status"] in {"done", "fitted", "budget"}, name
+        dumps_json(result.metrics)  # JSON-able
+        save_file(result.weights, str(tmp_path / f"{name}.safetensors"))  # CPU tensors
+        assert isinstance(result.history, pa.Table) and result.history.num_rows > 0
+
+    estimate = results["estimate-linear-s0"]
+    assert estimate.weights == {}
+    assert load_file(str(tmp_path / "estimate-linear-s0.safetensors")) == {}
+    assert set(estimate.history.column("d").to_pylist()) == {2, 5}
+    assert set(estimate.history.column("estimator").to_pylist()) == {
+        "twonn", "mle", "mle_mean", "mle_pope"}
+
+    true, random = results["layers-clean-s0"].metrics, results["layers-random-s0"].metrics
+    assert true["layers"] == ["input", "hidden1", "hidden2", "output"]
+    assert true["id_init"] == random["id_init"]  # same seed, same initialisation
+    assert true["id_init"][0] == true["id_trained"][0]  # the input layer does not train
+    assert true["last_hidden_id"] == true["id_trained"][-2]
+    assert true["fraction_replaced"] == 0.0 and random["fraction_replaced"] == 1.0
+    assert true["d_data"]["true"] == 3 and 1.5 < true["d_data"]["twonn"] < 4.5
+    sharp = true["label_sharpness"]
+    assert sharp["num_samples"] == 100 and sharp["resolution_features"] == 16
+    assert random["label_sharpness"]["value"] >= 0
+    model = load_model(results["layers-clean-s0"].model_spec,
+                       tmp_path / "layers-clean-s0.safetensors")
+    assert sum(p.numel() for p in model.parameters()) == 16 * 32 + 32 + 32 * 16 + 16 + 16 * 3 + 3
+
+    sub = results["subspace-w4-s0"]
+    assert sub.metrics["n_parameters"] == 4 * 4 + 4 + 4 * 3 + 3  # 35: d = 32 fits, not beyond
+    assert sub.history.column("d").to_pylist() == [2, 8, 32]
+    assert sub.weights["z.d8"].shape == (8,) and "full.net.0.weight" in sub.weights
+    assert set(sub.metrics["test_acc_by_d"]) == {"2", "8", "32"}
+
+    scale = results["scaling-d3-s0"]
+    assert scale.history.column("n_train").to_pylist() == [50, 100]
+    assert "n100.net.0.weight" in scale.weights
+    assert scale.metrics["d_data"]["true"] == 3 and scale.metrics["d_data"]["n_points"] == 100
+
+    metrics = {n: json.loads(dumps_json(r.metrics)) for n, r in results.items()}
+    summary = summarize(cfg, metrics, {n: r.history for n, r in results.items()})
+    # every part has its runs, so every claim is decided (either way, at this size)
+    assert len(summary.claims) == 5 and all(c.status != "not_run" for c in summary.claims)
+    assert set(summary.table.column("kind").to_pylist()) == {"estimate", "layers", "subspace",
+                                                            "scaling"}
+    data = json.loads(dumps_json(summary.data))  # as the report reads it back
+    figures = SPEC.figures(data, summary.table)
+    assert len(figures) == 4 and all(isinstance(caption, str) for caption, _ in figures)
+    layers_axes = figures[1][1].axes[0]
+    assert len([ln for ln in layers_axes.get_lines() if len(ln.get_xdata()) == 4]) == 3
+
+
+def test_a_run_is_deterministic(tiny) -> None:
+    cfg, results = tiny
+    dataset = SPEC.synthesize(cfg)
+    for name in ("layers-random-s0", "subspace-w4-s0"):
+        again = SPEC.train_run(cfg, name, dataset, CPU)
+        first = results[name]
+        assert dumps_json(again.metrics) == dumps_json(first.metrics)
+        assert again.history.equals(first.history)
+        assert again.weights.keys() == first.weights.keys()
+        assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
+
+
+def test_scaling_sets_are_nested_prefixes_of_one_draw() -> None:
+    from genlab.data.manifolds import manifold
+    from genlab.studies.intrinsic_dim import scaling_data_settings
+
+    cfg = config()
+    data = manifold(scaling_data_settings(cfg, cfg.runs["scaling-d3-s0"]))
+    assert data.train.x.shape == (100, 8) and data.test.x.shape == (200, 8)
+    assert np.array_equal(data.train.x, manifold(scaling_data_settings(
+        cfg, cfg.runs["scaling-d3-s0"])).train.x)
