@@ -103,35 +103,108 @@ def _block_rows(n: int, width: int, chunk_size: int | None) -> int:
     return chunk_size
 
 
+CPU_TILE = (512, 2048)
+"""(rows, columns) of the distance tiles of :func:`nearest_neighbors` on the CPU: 8 MiB in
+float64, small enough to stay in cache between the matrix product and the top-k selection."""
+
+
+def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, k: int,
+                    cols: int) -> tuple[Tensor, Tensor]:
+    """The k smallest scores ‖y‖² − 2x·y (the squared distance less ‖x‖², constant along a row)
+    of each row x of ``block`` against the rows y of ``X`` (``squares`` = ‖y‖²), column
+    ``row_ids[i]`` excluded from row i: (values, indices), unsorted. ``X`` is read ``cols`` rows
+    at a time and each tile's k smallest are merged into a running top k."""
+    n = X.shape[0]
+    local = torch.arange(block.shape[0], device=X.device)
+    best_values = best_indices = None
+    for column in range(0, n, cols):
+        scores = torch.addmm(squares[None, column:column + cols], block,
+                             X[column:column + cols].T, alpha=-2)
+        width = scores.shape[1]
+        own = row_ids - column
+        inside = (own >= 0) & (own < width)
+        scores[local[inside], own[inside]] = math.inf
+        values, indices = scores.topk(min(k, width), dim=1, largest=False, sorted=False)
+        indices += column
+        if best_values is not None:
+            values = torch.cat([best_values, values], dim=1)
+            indices = torch.cat([best_indices, indices], dim=1)
+            if values.shape[1] > k:
+                values, keep = values.topk(k, dim=1, largest=False, sorted=False)
+                indices = indices.gather(1, keep)
+        best_values, best_indices = values, indices
+    return best_values, best_indices
+
+
 def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
     """The k nearest neighbours of every row of ``X`` among the other rows.
 
     Returns (distances, indices), each (n, k), sorted by increasing distance; a point is never
     its own neighbour (excluded by index, so an exact duplicate is a neighbour at distance 0).
-    Rows are processed ``chunk_size`` at a time (None: as many as keep a block at
-    :data:`BLOCK_ENTRIES` distances): ``torch.cdist`` of the block against all rows, the block's
-    own indices masked, ``topk``. cdist's matrix-product form ‖x‖² + ‖y‖² − 2x·y is fast but
+    Rows are processed ``chunk_size`` at a time (None: 512 on the CPU, elsewhere as many as keep
+    a block of them against all rows at :data:`BLOCK_ENTRIES` distances), against column tiles of
+    the data (:data:`CPU_TILE` on the CPU, all rows elsewhere): each tile's scores ‖y‖² − 2x·y
+    (the matrix-product form of the squared distance, less the row's constant ‖x‖²), the row's
+    own index masked, its k smallest merged into a running top k. The product form is fast but
     loses relative precision at small distances, so the k selected distances are then recomputed
     as ‖x − y‖ from the differences and re-sorted: the distances are exact to rounding, and the
     selection can differ from the exact one only between neighbours whose distances differ by
     less than the product form's rounding.
+
+    Float64 data on the CPU are first screened in float32 (twice the matrix-product speed): the
+    m = 2k + 2 smallest float32 scores of each row are kept, their distances recomputed in
+    float64 from the differences, and the k nearest of them are accepted only if the k-th is
+    provably closer than any point left out: every left-out score is at least the largest kept
+    one, and a float32 score is within 2(D + 10)·2⁻²⁴·(‖x‖ + max‖y‖)² of the exact one (input
+    rounding plus a length-(D + 2) dot product's rounding, with a factor 2 to spare), so the
+    accepted set is the exact k nearest up to float64 rounding. Rows that fail the test (near
+    ties at the boundary, duplicates, data beyond float32's range) are searched again in float64
+    as above.
     """
     n = X.shape[0]
     if not 1 <= k < n:
         raise ValueError(f"need 1 ≤ k < n_samples, got k={k} with n_samples={n}")
-    rows = _block_rows(n, n, chunk_size)
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    cpu = X.device.type == "cpu"
+    rows, cols = CPU_TILE if cpu else (max(1, BLOCK_ENTRIES // n), n)
+    if chunk_size is not None:
+        rows = chunk_size
+    cols = max(1, min(n, cols))
+    squares = X.square().sum(dim=1)
+    norms = squares.sqrt()
+    radius = float(norms.max())
+    screen = cpu and X.dtype == torch.float64 and 2.0**-40 < radius < 2.0**40
+    if screen:
+        m = min(n - 1, 2 * k + 2)
+        X32 = X.to(torch.float32)
+        squares32 = X32.double().square().sum(dim=1).float()
+        slack32 = 2 * (X.shape[1] + 10) * 2.0**-24
+        slack64 = 8 * (X.shape[1] + 10) * 2.0**-53
     all_distances, all_indices = [], []
     for start in range(0, n, rows):
         block = X[start:start + rows]
-        local = torch.arange(block.shape[0], device=X.device)
-        distances = torch.cdist(block, X)
-        distances[local, start + local] = math.inf
-        indices = distances.topk(k, dim=1, largest=False, sorted=True).indices
-        exact = torch.stack([torch.linalg.vector_norm(block - X[indices[:, j]], dim=1)
-                             for j in range(k)], dim=1)
+        row_ids = torch.arange(start, start + block.shape[0], device=X.device)
+        if screen:
+            values, indices = _tiled_smallest(X32[start:start + rows], row_ids, X32, squares32,
+                                              m, cols)
+            exact = torch.linalg.vector_norm(block[:, None, :] - X[indices], dim=2)
+            kth = exact.kthvalue(k, dim=1).values
+            own = slice(start, start + block.shape[0])
+            left_out = (squares[own] + values.max(dim=1).values.double()
+                        - slack32 * (norms[own] + radius) ** 2 - 2.0**-100)
+            unsafe = ~(kth.square() * (1 + slack64) < left_out)  # NaN counts as unsafe
+            if bool(unsafe.any()):
+                redo = unsafe.nonzero().reshape(-1)
+                _, again = _tiled_smallest(block[redo], row_ids[redo], X, squares, m, cols)
+                indices[redo] = again
+                exact[redo] = torch.linalg.vector_norm(block[redo, None, :] - X[again], dim=2)
+        else:
+            values, indices = _tiled_smallest(block, row_ids, X, squares, k, cols)
+            exact = torch.linalg.vector_norm(block[:, None, :] - X[indices], dim=2)
         exact, order = exact.sort(dim=1, stable=True)
-        all_distances.append(exact)
-        all_indices.append(indices.gather(1, order))
+        all_distances.append(exact[:, :k])
+        all_indices.append(indices.gather(1, order[:, :k]))
     return torch.cat(all_distances), torch.cat(all_indices)
 
 
