@@ -19,6 +19,7 @@ from torch import nn
 
 from genlab.io import ArtifactError, write_with
 from genlab.models.cnn import CNN, CNNSettings
+from genlab.models.linear import Linear, LinearSettings
 from genlab.models.mlp import MLP
 from genlab.models.patch_net import PatchNet
 from genlab.models.transformer import Transformer, TransformerSettings
@@ -31,6 +32,7 @@ MODELS: dict[str, tuple[type[BaseModel], Builder]] = {
     "cnn": (CNNSettings, CNN),
     "transformer": (TransformerSettings, Transformer),
     "patch_net": (PatchNetSettings, PatchNet),
+    "linear": (LinearSettings, Linear),
 }
 
 

@@ -1,0 +1,185 @@
+"""The influence study: settings, each claim's decision on hand-made metrics, one tiny run of
+each model through train_run, summarize and figures, and that a run is deterministic."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+
+import pyarrow as pa
+import pytest
+import torch
+from pydantic import ValidationError
+
+from genlab.io import dumps_json
+from genlab.models.registry import MODELS, build_model
+from genlab.studies.influence import (
+    METHODS,
+    SPEC,
+    InfluenceConfig,
+    InfluenceRun,
+    check_claims,
+    run_id,
+)
+
+CPU = torch.device("cpu")
+
+
+def config(**changes) -> InfluenceConfig:
+    block = {
+        "data": {"input_dim": 4, "n_train": 40, "n_test": 6, "seed": 0},
+        "logistic": {"l2": 0.05},
+        "mlp": {"hidden": [6], "activation": "tanh", "l2": 0.05},
+        "methods": {"lissa_depth": 60, "lissa_batch_size": 20},
+        "ground_truth": {"loo_points": 6, "loo_scratch_points": 2, "lds_subsets": 5,
+                         "seed": 0},
+        "shown_test_points": 1,
+        "runs": {"logistic-s0": {"model": "logistic", "seed": 0},
+                 "mlp-s0": {"model": "mlp", "seed": 0}},
+    }
+    for key, value in changes.items():
+        block[key] = value
+    return InfluenceConfig.model_validate(block)
+
+
+def test_run_ids_and_registration() -> None:
+    assert run_id(InfluenceRun(model="mlp", seed=3)) == "mlp-s3"
+    assert SPEC.name == "influence" and SPEC.config is InfluenceConfig
+
+
+def test_settings_are_validated() -> None:
+    base = config()
+    with pytest.raises(ValidationError, match="loo_scratch_points"):
+        config(ground_truth={"loo_points": 3, "loo_scratch_points": 4, "lds_subsets": 5,
+                             "seed": 0})
+    with pytest.raises(ValidationError, match="exceeds data.n_train"):
+        config(ground_truth={"loo_points": 41, "loo_scratch_points": 0, "lds_subsets": 5,
+                             "seed": 0})
+    with pytest.raises(ValidationError, match="extra"):
+        config(logistic={"l2": 0.05, "damping": 1.0})
+    with pytest.raises(ValidationError):
+        config(logistic={"l2": 0.0})  # the damping must be positive
+    with pytest.raises(ValidationError):
+        config(runs={"linear-s0": {"model": "linear", "seed": 0}})
+    assert base.fit.grad_tol == 1e-9 and base.ground_truth.lds_fraction == 0.5
+
+
+# --------------------------------------------------------------------------- claim decisions
+
+
+def metrics(model: str, pearson: float, lds: float, random_lds: float = 0.0,
+            cosine: float = 0.999, pearson_scratch: float = 0.5) -> dict:
+    methods = {name: {"loo_warm_pearson": pearson if name == "exact" else 0.5,
+                      "loo_scratch_pearson": pearson_scratch,
+                      "lds": {"exact": lds, "random": random_lds}.get(name, 0.4)}
+               for name in METHODS}
+    return {"model": model, "seed": 0, "status": "converged", "methods": methods,
+            "inverse_hvp": {"cg": {"min_cosine": 1.0}, "lissa": {"min_cosine": cosine}}}
+
+
+def statuses(claims) -> list[str]:
+    return [c.status for c in claims]
+
+
+def test_the_papers_picture_reproduces() -> None:
+    claims = check_claims({"logistic-s0": metrics("logistic", 0.999, 0.96),
+                           "mlp-s0": metrics("mlp", 0.91, 0.6)})
+    assert statuses(claims) == ["reproduced"] * 4
+    assert claims[0].numbers["mean_pearson"] == pytest.approx(0.999)
+
+
+def test_each_claim_can_fail() -> None:
+    claims = check_claims({"logistic-s0": metrics("logistic", 0.94, 0.79),
+                           "mlp-s0": metrics("mlp", 0.79, 0.6, cosine=0.98)})
+    assert statuses(claims) == ["not_reproduced"] * 4
+    # random scores that correlate are a failure even when the exact LDS is fine
+    claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9, random_lds=-0.11),
+                           "mlp-s0": metrics("mlp", 0.9, 0.29)})
+    assert statuses(claims) == ["reproduced", "not_reproduced", "not_reproduced", "reproduced"]
+
+
+def test_the_mean_over_seeds_decides_and_nan_fails() -> None:
+    claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9),
+                           "logistic-s1": metrics("logistic", 0.93, 0.9)})
+    assert claims[0].status == "reproduced"  # mean 0.96
+    assert claims[0].numbers["pearson_by_run"] == {"logistic-s0": 0.99, "logistic-s1": 0.93}
+    claims = check_claims({"logistic-s0": metrics("logistic", math.nan, 0.9)})
+    assert claims[0].status == "not_reproduced"
+
+
+def test_missing_or_unconverged_models_are_not_run() -> None:
+    claims = check_claims({"mlp-s0": metrics("mlp", 0.9, 0.5),
+                           "logistic-s0": {"model": "logistic", "seed": 0,
+                                           "status": "not_converged"}})
+    assert statuses(claims) == ["not_run", "not_run", "reproduced", "reproduced"]
+    assert claims[0].numbers["skipped"] == ["logistic-s0"]
+    assert statuses(check_claims({})) == ["not_run"] * 4
+
+
+# ------------------------------------------------------------------------------- real runs
+
+
+@functools.cache
+def tiny() -> tuple[InfluenceConfig, dict]:
+    cfg = config()
+    dataset = SPEC.synthesize(cfg)
+    return cfg, {name: SPEC.train_run(cfg, name, dataset, CPU) for name in cfg.runs}
+
+
+def test_tiny_runs_end_to_end() -> None:
+    cfg, results = tiny()
+    n, n_test = 40, 6
+    for name, result in results.items():
+        m = result.metrics
+        assert m["status"] == "converged" and m["fit"]["grad_max"] <= 1e-9
+        assert set(m["methods"]) == set(METHODS)
+        table = result.history
+        assert table.column_names == ["train_id", "test_id", "score", "method"]
+        counts = {k: 0 for k in (*METHODS, "loo_warm", "loo_scratch")}
+        for method in table.column("method").to_pylist():
+            counts[method] += 1
+        assert counts == {**{k: n * n_test for k in METHODS}, "loo_warm": 6 * n_test,
+                          "loo_scratch": 2 * n_test}
+        assert m["ground_truth"]["loo_warm"]["not_converged"] == 0
+        assert m["inverse_hvp"]["cg"]["min_cosine"] > 0.999999
+        # the model rebuilds from model.json's spec and the weights
+        spec = result.model_spec
+        settings_cls, _ = MODELS[spec["kind"]]
+        rebuilt = build_model(spec["kind"], settings_cls.model_validate(spec["settings"]),
+                              spec["input_dim"], spec["output_dim"]).double()
+        rebuilt.load_state_dict(result.weights, strict=True)
+        assert name.split("-")[0] in ("logistic", "mlp")
+    logistic = results["logistic-s0"].metrics
+    # convex: the exact influence predicts leave-one-out almost perfectly even at n = 40
+    assert logistic["methods"]["exact"]["loo_warm_pearson"] > 0.95
+    # and the warm and scratch retrainings reach the same optimum
+    assert logistic["methods"]["exact"]["loo_scratch_pearson"] == pytest.approx(
+        logistic["methods"]["exact"]["loo_warm_pearson"], abs=0.05)
+
+    metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
+    summary = SPEC.summarize(cfg, metrics, {k: r.history for k, r in results.items()})
+    assert len(summary.claims) == 4 and all(c.status != "not_run" for c in summary.claims)
+    assert summary.table.num_rows == 2 * len(METHODS)
+    assert isinstance(summary.table, pa.Table)
+    data = json.loads(dumps_json(summary.data))
+    (example,) = data["examples"]["mlp-s0"]
+    assert len(example["proponents"]) == 5 and example["proponents"][0]["exact"] <= 0
+    assert example["opponents"][0]["exact"] >= example["opponents"][-1]["exact"]
+    assert len(data["loo_scatter"]["logistic-s0"]["measured"]) == 6 * n_test
+    figures = SPEC.figures(data, summary.table)
+    assert len(figures) == 4 and all(isinstance(caption, str) for caption, _ in figures)
+
+
+def test_a_run_is_deterministic() -> None:
+    cfg, results = tiny()
+    again = SPEC.train_run(cfg, "mlp-s0", SPEC.synthesize(cfg), CPU)
+    first = results["mlp-s0"]
+
+    def without_times(m: dict) -> str:
+        return dumps_json({k: v for k, v in m.items() if k != "seconds"})
+
+    assert without_times(again.metrics) == without_times(first.metrics)
+    assert again.history.equals(first.history)
+    assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
+    assert set(first.metrics["seconds"]) >= {*METHODS, "fit", "loo_warm", "loo_scratch", "lds"}

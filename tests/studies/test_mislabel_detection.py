@@ -1,0 +1,151 @@
+"""The mislabel-detection study: settings, the AUC and detection curve against hand-computed
+values, each claim's decision on hand-made metrics, one tiny run of each model end to end, and
+that a run is deterministic."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from genlab.data.dataset import corrupt_labels
+from genlab.io import dumps_json
+from genlab.studies.mislabel_detection import (
+    CHECKED,
+    METHODS,
+    SPEC,
+    MislabelConfig,
+    MislabelRun,
+    check_claims,
+    fraction_found,
+    roc_auc,
+    run_id,
+)
+
+CPU = torch.device("cpu")
+
+
+def config(**changes) -> MislabelConfig:
+    block = {
+        "data": {"input_dim": 4, "labels": "sign", "flip_fraction": 0.1, "n_train": 60,
+                 "n_test": 50, "seed": 0},
+        "logistic": {"l2": 0.01},
+        "mlp": {"hidden": [16], "activation": "tanh", "l2": 0.001},
+        "runs": {"logistic-s0": {"model": "logistic", "seed": 0},
+                 "mlp-s0": {"model": "mlp", "seed": 0}},
+    }
+    block.update(changes)
+    return MislabelConfig.model_validate(block)
+
+
+def test_run_ids_and_settings() -> None:
+    assert run_id(MislabelRun(model="logistic", seed=2)) == "logistic-s2"
+    with pytest.raises(ValidationError, match="flips no training label"):
+        config(data={"input_dim": 4, "flip_fraction": 0.0, "n_train": 60, "n_test": 5,
+                     "seed": 0})
+    with pytest.raises(ValidationError, match="extra"):
+        config(methods={"chunk_size": 8, "solver": "cg"})
+
+
+def test_auc_and_detection_curve_by_hand() -> None:
+    # positives at scores 0.9 and 0.4; negatives 0.8, 0.4, 0.1: of the 6 pairs, (0.9 beats all
+    # three) + (0.4 beats 0.1, ties 0.4 for a half) = 4.5 → 0.75
+    scores = np.array([0.9, 0.8, 0.4, 0.4, 0.1])
+    positive = np.array([True, False, True, False, False])
+    assert roc_auc(scores, positive) == pytest.approx(0.75)
+    assert roc_auc(-scores, positive) == pytest.approx(0.25)
+    assert math.isnan(roc_auc(scores, np.zeros(5, dtype=bool)))
+    # top ⌈c·5⌉ points: 1 → 1 of 2 found, 2 → 1, 3 → 2 (stable order: index 2 before 3)
+    assert fraction_found(scores, positive, (0.2, 0.4, 0.6, 1.0)) == [0.5, 0.5, 1.0, 1.0]
+    assert len(CHECKED) == 20 and CHECKED[1] == 0.1 and CHECKED[-1] == 1.0
+
+
+def test_the_generator_flips_exactly_and_records_which() -> None:
+    cfg = config()
+    dataset = SPEC.synthesize(cfg)
+    labels, flipped = corrupt_labels(dataset.train, cfg.data.flip_fraction)
+    assert int(flipped.sum()) == 6 == dataset.info["n_flipped"]
+    assert np.array_equal(labels[flipped], 1 - dataset.train.y[flipped])
+    assert np.array_equal(labels[~flipped], dataset.train.y[~flipped])
+
+
+# --------------------------------------------------------------------------- claim decisions
+
+
+def metrics(model: str, exact: float, random: float = 0.5, interpolates: bool = True,
+            loss: float = 0.9) -> dict:
+    aucs = {"exact": exact, "ekfac": 0.8, "grad_dot": 0.8, "loss": loss, "random": random}
+    return {"model": model, "seed": 0, "status": "converged", "interpolates": interpolates,
+            "train_acc": 1.0 if interpolates else 0.95,
+            "methods": {name: {"auc": aucs[name]} for name in METHODS}}
+
+
+def test_claims_reproduce_fail_and_are_not_run() -> None:
+    good = {"logistic-s0": metrics("logistic", 0.97), "mlp-s0": metrics("mlp", 0.93)}
+    claims = check_claims(good)
+    assert [c.status for c in claims] == ["reproduced", "reproduced"]
+    assert claims[0].numbers["mlp"]["mean_exact_minus_loss"] == pytest.approx(0.03)
+    bad = {"logistic-s0": metrics("logistic", 0.97, 0.35), "mlp-s0": metrics("mlp", 0.84, 0.4)}
+    assert [c.status for c in check_claims(bad)] == ["not_reproduced", "not_reproduced"]
+    # the random ranking is judged on its mean over runs: one unlucky draw does not fail it
+    lucky = {"logistic-s0": metrics("logistic", 0.97, 0.39), "mlp-s0": metrics("mlp", 0.9, 0.55)}
+    assert check_claims(lucky)[1].status == "reproduced"
+    assert check_claims(lucky)[1].numbers["mean_auc_random"] == pytest.approx(0.47)
+    assert check_claims({**good, "mlp-s1": metrics("mlp", math.nan)})[0].status == \
+        "not_reproduced"
+    unfitted = {"logistic-s0": metrics("logistic", 0.97),
+                "mlp-s0": metrics("mlp", 0.99, interpolates=False)}
+    claim = check_claims(unfitted)[0]
+    assert claim.status == "not_run" and claim.numbers["not_interpolating"] == ["mlp-s0"]
+    assert [c.status for c in check_claims({"logistic-s0": metrics("logistic", 0.97)})] == \
+        ["not_run", "reproduced"]
+    assert [c.status for c in check_claims({})] == ["not_run", "not_run"]
+
+
+# ------------------------------------------------------------------------------- real runs
+
+
+@functools.cache
+def tiny() -> tuple[MislabelConfig, dict]:
+    cfg = config()
+    dataset = SPEC.synthesize(cfg)
+    return cfg, {name: SPEC.train_run(cfg, name, dataset, CPU) for name in cfg.runs}
+
+
+def test_tiny_runs_end_to_end() -> None:
+    cfg, results = tiny()
+    mlp = results["mlp-s0"].metrics
+    assert mlp["status"] == "converged" and mlp["interpolates"]
+    assert mlp["train_acc_flipped"] == 1.0  # it memorised the flipped labels
+    for result in results.values():
+        m = result.metrics
+        assert set(m["methods"]) == set(METHODS) and m["n_flipped"] == 6
+        assert all(0 <= m["methods"][k]["auc"] <= 1 for k in METHODS)
+        assert m["methods"]["exact"]["found"][-1] == 1.0
+        history = result.history
+        assert history.num_rows == 60 * len(METHODS)
+        assert sum(history.column("flipped").to_pylist()) == 6 * len(METHODS)
+    metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
+    summary = SPEC.summarize(cfg, metrics, {k: r.history for k, r in results.items()})
+    assert len(summary.claims) == 2 and summary.claims[0].status != "not_run"
+    assert summary.table.num_rows == 2 * len(METHODS) * len(CHECKED)
+    figures = SPEC.figures(json.loads(dumps_json(summary.data)), summary.table)
+    assert len(figures) == 1 and len(figures[0][1].axes) == 2
+
+
+def test_a_run_is_deterministic() -> None:
+    cfg, results = tiny()
+    again = SPEC.train_run(cfg, "mlp-s0", SPEC.synthesize(cfg), CPU)
+    first = results["mlp-s0"]
+
+    def without_times(m: dict) -> str:
+        return dumps_json({k: v for k, v in m.items() if k != "seconds"})
+
+    assert without_times(again.metrics) == without_times(first.metrics)
+    assert again.history.equals(first.history)
+    assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
