@@ -180,10 +180,10 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
     import torch
 
     from genlab.analyses.intrinsic_dim import TwoNN
-    from genlab.cli import _untrained_model
     from genlab.config import load_params
     from genlab.data.dataset import corrupt_labels, dataset_from_tables
     from genlab.io import read_json, read_parquet
+    from genlab.models.registry import seeded_model_from_spec
     from genlab.train.loop import evaluate
 
     a, _ = two_runs
@@ -205,7 +205,7 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
         assert [r["id_trained"] for r in mine] == record["layer_ids_trained"]
         assert record["label_sharpness"] > 0
         spec = json.loads((study / "runs" / run / "model.json").read_text())
-        init = _untrained_model(spec, config.runs[run].seed, torch.device("cpu"))
+        init = seeded_model_from_spec(spec, config.runs[run].seed)
         labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
         loss, _ = evaluate(init, X, torch.from_numpy(labels))
         step0 = read_parquet(study / "runs" / run / "history.parquet").to_pylist()[0]

@@ -181,7 +181,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     was skipped) and, where the analysis has a table, OUT/<run>_<table>.parquet."""
     from genlab.device import configure_torch, describe_device, resolve_device
     from genlab.io import read_json, write_json, write_parquet
-    from genlab.models.registry import load_model
+    from genlab.models.registry import load_model, seeded_model_from_spec
 
     params = _setup(args)
     spec, config = _study(params, args.study)
@@ -210,7 +210,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             objective = spec.objective(config, run, dataset, device)
 
             def untrained(spec_=model_json, seed=config.runs[run].seed):
-                return _untrained_model(spec_, seed, device)
+                # every study seeds its model's init with the run seed (build_seeded_model)
+                return seeded_model_from_spec(spec_, seed, device)
 
             record, tables = ANALYZERS[args.analysis](model, objective, settings, untrained)
         for name, table in tables.items():
@@ -219,16 +220,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         log.info("%s of %s/%s: %s in %.1fs", args.analysis, args.study, run,
                  record.get("status", "done"), time.perf_counter() - t0)
     return 0
-
-
-def _untrained_model(spec: dict[str, Any], seed: int, device: Any) -> Any:
-    """The run's model at initialisation: every study seeds its model's init with the run seed
-    (genlab.models.registry.build_seeded_model), so rebuilding it needs no stored weights."""
-    from genlab.models.registry import MODELS, build_seeded_model
-
-    settings_cls, _ = MODELS[spec["kind"]]
-    return build_seeded_model(spec["kind"], settings_cls.model_validate(spec["settings"]),
-                              int(spec["input_dim"]), int(spec["output_dim"]), seed, device)
 
 
 def _sharpness_record(model: Any, objective: Any, settings: Any,

@@ -78,11 +78,23 @@ def save_weights(model: nn.Module, path: str | Path) -> None:
     write_with(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
+def _spec_args(spec: dict[str, Any]) -> tuple[str, BaseModel, int, int]:
+    """(kind, settings, input_dim, output_dim) of a model.json dict, as build_model takes them."""
+    settings_cls, _ = MODELS[spec["kind"]]
+    return (spec["kind"], settings_cls.model_validate(spec["settings"]), int(spec["input_dim"]),
+            int(spec["output_dim"]))
+
+
+def seeded_model_from_spec(spec: dict[str, Any], seed: int,
+                           device: torch.device | str = "cpu") -> nn.Module:
+    """The model of a model.json dict as :func:`build_seeded_model` initialised it from
+    ``seed``: a run's untrained model, rebuilt without stored weights."""
+    return build_seeded_model(*_spec_args(spec), seed, device)
+
+
 def load_model(spec: dict[str, Any], weights: str | Path) -> nn.Module:
     """Rebuild from a model.json dict and load the safetensors weights (strict: every key)."""
-    settings_cls, _ = MODELS[spec["kind"]]
-    model = build_model(spec["kind"], settings_cls.model_validate(spec["settings"]),
-                        int(spec["input_dim"]), int(spec["output_dim"]))
+    model = build_model(*_spec_args(spec))
     try:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as exc:
@@ -96,4 +108,4 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = ["MODELS", "build_model", "build_seeded_model", "count_parameters", "load_model",
-           "model_spec", "save_weights", "state_tensors"]
+           "model_spec", "save_weights", "seeded_model_from_spec", "state_tensors"]
