@@ -11,6 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import influence_support
 import numpy as np
 import pytest
 import torch
@@ -217,26 +218,12 @@ class Logistic:
 
 @functools.cache
 def logistic() -> Logistic:
-    """d = 10, n = 300, 50 test points, λ = 1e-2; anisotropic features (scales 10^±0.5) so the
-    curvature differs from the identity that gradient-dot assumes."""
-    generator = torch.Generator().manual_seed(0)
-    n, d, lam = 300, 10, 1e-2
-    scales = torch.logspace(-0.5, 0.5, d, dtype=D)
-    w = torch.randn(d, generator=generator, dtype=D)
-
-    def sample(m: int) -> tuple[Tensor, Tensor]:
-        X = torch.randn(m, d, generator=generator, dtype=D) * scales
-        return X, torch.bernoulli(torch.sigmoid(X @ w + 0.3), generator=generator)
-
-    X, y = sample(n)
-    X_test, y_test = sample(50)
-    problem = Logistic(X, y, X_test, y_test, torch.zeros(d + 1, dtype=D), nn.Linear(d, 1).double(),
-                       lam)
-    theta = problem.newton(torch.ones(n, dtype=torch.bool), torch.zeros(d + 1, dtype=D))
-    with torch.no_grad():
-        problem.model.weight.copy_(theta[:d][None])
-        problem.model.bias.copy_(theta[d:])
-    return Logistic(X, y, X_test, y_test, theta, problem.model, lam)
+    """The shared problem (influence_support.logistic: d = 10, n = 300, 50 test points,
+    λ = 1e-2, anisotropic features, so the curvature differs from the identity that gradient-dot
+    assumes) with the Newton retrainer leave-one-out needs."""
+    base = influence_support.logistic()
+    theta = torch.cat([base.model.weight.detach()[0], base.model.bias.detach()])
+    return Logistic(base.X, base.y, base.X_test, base.y_test, theta, base.model, base.damping)
 
 
 BCE = loss_function("binary_cross_entropy")
