@@ -24,8 +24,9 @@ class Project:
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env = root, env
 
-    def sh(self, *args: str, check: bool = True, cwd: Path | None = None):
-        return run(list(args), cwd or self.root, self.env, check=check)
+    def sh(self, *args: str, check: bool = True, cwd: Path | None = None,
+           timeout: float = 600):
+        return run(list(args), cwd or self.root, self.env, check=check, timeout=timeout)
 
     def snakemake_plan(self) -> set[str]:
         """Rules `snakemake -n` would run (the `all` target excluded)."""
@@ -68,7 +69,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     home = tmp_path_factory.mktemp("home")  # the default remote ~/.cache/genlab/... lands here
     env = tool_env(home)
     proj = Project(copy_project(tmp_path_factory.mktemp("wf"), env), env)
-    proj.sh("snakemake", "--cores", "2")
+    # the whole ci pipeline (minutes; far more on a loaded machine): the limit only guards a hang
+    proj.sh("snakemake", "--cores", "2", timeout=2400)
     return proj
 
 
@@ -79,7 +81,8 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 1, "eos_gd": 3,
-                                                   "sgd_stability": 3, "intrinsic_dim": 5}
+                                                   "sgd_stability": 3, "intrinsic_dim": 5,
+                                                   "influence": 4, "mislabel_detection": 2}
 
 
 def test_every_rule_logs(project: Project) -> None:

@@ -10,7 +10,9 @@ from genlab.studies import (
     benign_oscillation,
     double_descent,
     eos_gd,
+    influence,
     intrinsic_dim,
+    mislabel_detection,
     random_labels,
     sgd_stability,
 )
@@ -19,7 +21,8 @@ from genlab.studies.base import ClaimResult, StudySpec
 STUDIES: dict[str, StudySpec] = {
     spec.name: spec
     for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC,
-                 sgd_stability.SPEC, intrinsic_dim.SPEC)
+                 sgd_stability.SPEC, intrinsic_dim.SPEC, influence.SPEC,
+                 mislabel_detection.SPEC)
 }
 
 __all__ = ["STUDIES", "ClaimResult", "StudySpec"]

@@ -70,7 +70,7 @@ class SelfInfluenceSettings(FrozenModel):
     ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
                                       "for EK-FAC's Fisher estimate.")
     seed: Seed = Field(0, description="Seed of EK-FAC's sampled targets and (with the run's "
-                       "seed) of the random ranking.")
+                       "name) of the random ranking.")
 
 
 class MislabelRun(FrozenModel):
@@ -129,10 +129,11 @@ def fraction_found(scores: np.ndarray, positive: np.ndarray,
     return [float(found[max(math.ceil(c * n - 1e-9), 1) - 1] / total) for c in checked]
 
 
-def rankings(model: Any, problem: Any, l2: float, s: SelfInfluenceSettings, run_seed: int = 0,
+def rankings(model: Any, problem: Any, l2: float, s: SelfInfluenceSettings, run: str = "",
              ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Every method's suspicion score per training point (higher = inspect first), and its
-    wall time. The random ranking is drawn per run (from the methods' and the run's seeds)."""
+    wall time. The random ranking is drawn per run, from the methods' seed and the run's name
+    (not its seed alone: logistic-s0 and mlp-s0 would share one draw of the chance baseline)."""
     import torch
 
     from genlab.analyses.influence import exact_self_influence, gradient_self_dot, loss_function
@@ -151,7 +152,7 @@ def rankings(model: Any, problem: Any, l2: float, s: SelfInfluenceSettings, run_
         "grad_dot": lambda: -gradient_self_dot(model, bce, X, y, chunk_size=s.chunk_size),
         "loss": lambda: per_example_losses(model, X, y),
         "random": lambda: torch.randn(len(X), generator=torch_generator(
-            s.seed, "mislabel", "random", run_seed), dtype=torch.float64),
+            s.seed, "mislabel", "random", run), dtype=torch.float64),
     }
     scores, seconds = {}, {}
     for name, job in jobs.items():
@@ -206,7 +207,7 @@ def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: A
     if not result.converged:  # influence functions describe an optimum
         return RunArtifacts(weights=state_tensors(model), model_spec=spec,
                             history=SCORE_SCHEMA.empty_table(), metrics=metrics)
-    scores, seconds = rankings(model, problem, l2, config.methods, run.seed)
+    scores, seconds = rankings(model, problem, l2, config.methods, run_name)
     metrics["seconds"] |= seconds
     metrics["methods"] = {name: {"auc": roc_auc(score, flipped),
                                  "found": fraction_found(score, flipped)}
