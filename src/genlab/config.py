@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from genlab.settings import FrozenModel, ReportSettings, RuntimeSettings
+from genlab.settings import FieldValueError, FrozenModel, ReportSettings, RuntimeSettings
 
 
 class ParamsError(ValueError):
@@ -62,6 +63,18 @@ class Params(FrozenModel):
     report: ReportSettings = ReportSettings()
     studies: Studies  # type: ignore[valid-type]
 
+    @field_validator("studies", mode="before")
+    @classmethod
+    def _no_empty_study(cls, studies: Any) -> Any:
+        # `random_labels:` with its block deleted or commented out parses as null; skipping the
+        # study silently would look like success. To skip a study, remove its key.
+        if isinstance(studies, dict):
+            for name, study in studies.items():
+                if study is None and isinstance(name, str):
+                    raise FieldValueError(name, study, "empty study block (to skip a study, "
+                                          "remove its key)")
+        return studies
+
     @field_validator("studies")
     @classmethod
     def _at_least_one_study(cls, studies: BaseModel) -> BaseModel:
@@ -80,9 +93,9 @@ class Params(FrozenModel):
             for run_id, run in study.runs.items():
                 expected = spec.run_id(run)
                 if run_id != expected:
-                    raise ValueError(
-                        f"studies.{name}.runs.{run_id}: a run's name is derived from its "
-                        f"settings; expected {expected!r}")
+                    raise FieldValueError(
+                        ("studies", name, "runs", run_id), run_id,
+                        f"a run's name is derived from its settings; expected {expected!r}")
         return self
 
     def declared_studies(self) -> dict[str, BaseModel]:
@@ -104,8 +117,12 @@ class Params(FrozenModel):
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """YAML's safe loader without anchors/aliases: they serve no purpose in a config and an
-    alias bomb would make validation exponential."""
+    """YAML's safe loader without anchors/aliases and without duplicate keys.
+
+    Aliases serve no purpose in a config and an alias bomb would make validation exponential. A
+    duplicate key is an error rather than "the last one wins": two runs under one name would
+    otherwise silently become one.
+    """
 
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         if self.check_event(yaml.AliasEvent):
@@ -114,27 +131,135 @@ class _NoAliasLoader(yaml.SafeLoader):
                 None, None, "YAML aliases (*name) are not allowed in params.yaml", event.start_mark)
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = key in first_line
+            except TypeError:  # unhashable: the base class reports it
+                continue
+            if seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r} (first on line {first_line[key]})",
+                    key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+MAX_YAML_DEPTH = 50
+"""Nesting deeper than this is not a config (the real file nests five levels); PyYAML's composer
+recurses per level, so a deeper file would end in a RecursionError instead of a message."""
+
+
+def _yaml_depth(text: str) -> int:
+    """The deepest nesting of YAML collections in ``text``, from the parser's events alone
+    (flat: no recursion, no construction)."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return deepest
+
+
+def _bracket_depth(text: str) -> int:
+    """An upper bound on flow-collection nesting, by counting brackets (strings included): a
+    cheap guard, since PyYAML's scanner is quadratic in flow depth (5000 levels: 20 s)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
 
 def parse_yaml(text: str, source: str = "params.yaml") -> Any:
+    if (depth := _bracket_depth(text)) > 20 * MAX_YAML_DEPTH:
+        raise ParamsError(f"{source}: {depth} nested brackets; at most {MAX_YAML_DEPTH} levels "
+                          "of nesting are allowed")
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        depth = _yaml_depth(text)
+        if depth <= MAX_YAML_DEPTH:
+            return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's 4300-digit limit
+        raise ParamsError(f"{source}: not a usable value: {exc}") from None
+    raise ParamsError(f"{source}: nested {depth} levels deep; at most {MAX_YAML_DEPTH} are "
+                      "allowed")
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int beyond the digit limit; absurd nesting
+        return f"a {type(value).__name__}"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _format_error(err: Mapping[str, Any]) -> str:
-    path = ".".join(str(p) for p in err["loc"]) or "<top level>"
+def _key_path(raw: Any, loc: tuple[Any, ...]) -> list[Any]:
+    """``loc`` as keys of the file: pydantic puts a tagged union's tag in the location (``runs.
+    layers-clean-s0.layers.labels``) though the file has no such key; drop it."""
+    parts, node = [], raw
+    for part in loc:
+        if isinstance(node, dict) and part not in node and any(
+                v == part for v in node.values() if isinstance(v, str)):
+            continue  # the tag: the value of the block's discriminator key
+        parts.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return parts
+
+
+_PLAIN_KEY = re.compile(r"[\w-]+")
+
+
+def format_key_path(parts: Sequence[Any]) -> str:
+    """A key path as the messages print it: ``studies.random_labels.train.lr``, list items by
+    index (``hidden.0``), and a key that is empty or holds dots, spaces or slashes quoted
+    (``runs['../x']``), so the path reads unambiguously; pydantic's ``[key]`` marks a bad key."""
+    text = ""
+    for part in parts:
+        if part == "[key]":
+            text += " (the key)"
+        elif isinstance(part, int) or (isinstance(part, str) and _PLAIN_KEY.fullmatch(part)):
+            text += f".{part}" if text else str(part)
+        else:
+            text += f"[{part!r}]"
+    return text or "<top level>"
+
+
+def _format_error(err: Mapping[str, Any], raw: Any = None) -> str:
+    loc = _key_path(raw, err["loc"])
+    error = (err.get("ctx") or {}).get("error")
+    if isinstance(error, FieldValueError):  # a model-level check naming a key below the model
+        return f"{format_key_path((*loc, *error.field))}: {error.message}, got " \
+               f"{_describe(error.value)}"
+    path = format_key_path(loc)
     kind, msg = err["type"], err["msg"]
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
         return f"{path}: unknown key" + _allowed_keys_hint(err["loc"][:-1])
     if kind == "missing":
         return f"{path}: required key is missing"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):  # a tagged union's tag key
+        key = format_key_path((*loc, str(ctx.get("discriminator", "")).strip("'")))
+        if kind == "union_tag_not_found":
+            return f"{key}: required key is missing"
+        return f"{key}: Input should be one of {ctx.get('expected_tags')}, got " \
+               f"{_describe(ctx.get('tag'))}"
     bounds = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}",
               "less_than": "< {lt}", "less_than_equal": "<= {le}"}
     if kind in bounds:
@@ -175,7 +300,7 @@ def validate_params(raw: Any, source: str = "params.yaml") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        lines = [_format_error(e) for e in exc.errors(include_url=False)]
+        lines = [_format_error(e, raw) for e in exc.errors(include_url=False)]
         raise ParamsError(f"{source} is invalid:\n  " + "\n  ".join(lines)) from None
 
 
@@ -201,6 +326,21 @@ def settings_hash(settings: BaseModel | Mapping[str, Any]) -> str:
 def params_json_schema() -> dict[str, Any]:
     """The JSON schema of ``params.yaml``, generated from the typed model."""
     schema = Params.model_json_schema()
+    _constrain_keys(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "genlab params.yaml"
     return schema
+
+
+def _constrain_keys(node: Any) -> None:
+    """pydantic writes ``dict[Slug, X]`` as ``patternProperties``, which in JSON Schema leaves
+    keys that do not match unconstrained (``../x`` would pass); constrain the names too."""
+    if isinstance(node, dict):
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict) and len(patterns) == 1:
+            node.setdefault("propertyNames", {})["pattern"] = next(iter(patterns))
+        for value in node.values():
+            _constrain_keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            _constrain_keys(value)

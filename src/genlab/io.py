@@ -22,23 +22,36 @@ import pyarrow.parquet as pq
 
 
 class ArtifactError(RuntimeError):
-    """An artifact is missing, truncated or not what its reader expects; the message names it."""
+    """An artifact is missing, truncated or not what its reader expects, or cannot be written
+    (read-only folder, disk full); the message names it."""
 
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success rename it to ``path``, else delete it."""
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, else delete it.
+
+    An OS error on the way (read-only folder, disk full) becomes an :class:`ArtifactError` naming
+    ``path``; the previous file under that name, if any, is left as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot write into {path.parent} ({exc.strerror or exc}); "
+                            "is the folder read-only?") from exc
     os.close(fd)
     tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts get normal modes
     try:
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts get normal modes
         yield tmp_path
         with open(tmp_path, "rb+") as fh:  # data on disk before the rename makes it visible
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise ArtifactError(f"{path}: writing failed ({exc.strerror or exc}); nothing was "
+                            "written under this name") from exc
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
@@ -83,6 +96,8 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ArtifactError(f"{path}: missing") from None
+    except OSError as exc:  # a folder, no permission
+        raise ArtifactError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{path}: not valid JSON ({exc}); the file is corrupt or truncated; "
                             "delete it and rerun the stage that makes it") from None
@@ -99,6 +114,8 @@ def read_parquet(path: str | Path) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path}: missing")
+    if not path.is_file():  # pyarrow would read a folder as a (possibly empty) dataset
+        raise ArtifactError(f"{path}: not a file")
     try:
         return pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:

@@ -7,7 +7,8 @@ study modules can import them without an import cycle.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,9 +21,49 @@ Seed = Annotated[int, Field(ge=0, lt=2**32)]
 
 
 class FrozenModel(BaseModel):
-    """Base of every settings block: immutable, unknown keys rejected, NaN/inf rejected."""
+    """Base of every settings block: immutable, unknown keys rejected, NaN/inf rejected, and no
+    booleans where numbers belong."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: Any) -> Any:
+        # pydantic's lax mode reads True as 1 and YAML reads yes/no/on/off as booleans, so
+        # `max_steps: yes` would silently mean one step. (A model validator, not a field one:
+        # pydantic forbids "before" validators on the discriminator fields of tagged unions.)
+        if not isinstance(data, dict):
+            return data
+        for name, value in data.items():
+            field = cls.model_fields.get(name) if isinstance(name, str) else None
+            items = value if isinstance(value, list | tuple) else (value,)
+            if field is not None and any(isinstance(v, bool) for v in items) \
+                    and _is_numeric(field.annotation):
+                raise FieldValueError(name, value, "a number is expected, not a boolean (YAML "
+                                      "reads true/false/yes/no/on/off as booleans)")
+        return data
+
+
+class FieldValueError(ValueError):
+    """A model-level check's complaint about one key below the model (``field``: a name, or a
+    path of names): the error report names it in the key path and ``value`` as what was given."""
+
+    def __init__(self, field: str | tuple[str, ...], value: Any, message: str) -> None:
+        self.field = (field,) if isinstance(field, str) else tuple(field)
+        self.value, self.message = value, message
+        super().__init__(f"{'.'.join(map(str, self.field))}: {message}")  # for a bare pydantic str
+
+
+def _is_numeric(annotation: Any) -> bool:
+    """Whether a field holds numbers (int, float, optional or in a tuple) and never a boolean."""
+    if annotation in (int, float):
+        return True
+    args = [a for a in get_args(annotation) if a not in (type(None), Ellipsis)]
+    if get_origin(annotation) is Annotated:
+        return _is_numeric(args[0])
+    if get_origin(annotation) in (Union, UnionType, tuple, list):
+        return bool not in args and any(_is_numeric(a) for a in args)
+    return False
 
 
 class RuntimeSettings(FrozenModel):
