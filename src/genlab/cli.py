@@ -37,7 +37,8 @@ def _setup(args: argparse.Namespace) -> Params:
 def _study(params: Params, name: str):  # -> (StudySpec, study settings)
     from genlab.studies import STUDIES
 
-    return STUDIES[name], params.study(name)
+    settings = params.study(name)  # first: an unknown name is a ParamsError naming the choices
+    return STUDIES[name], settings
 
 
 def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str, Any]:

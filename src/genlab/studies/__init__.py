@@ -12,6 +12,7 @@ from genlab.studies import (
     eos_gd,
     influence,
     intrinsic_dim,
+    measures_grid,
     mislabel_detection,
     random_labels,
     sgd_stability,
@@ -22,7 +23,7 @@ STUDIES: dict[str, StudySpec] = {
     spec.name: spec
     for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC,
                  sgd_stability.SPEC, intrinsic_dim.SPEC, influence.SPEC,
-                 mislabel_detection.SPEC)
+                 mislabel_detection.SPEC, measures_grid.SPEC)
 }
 
 __all__ = ["STUDIES", "ClaimResult", "StudySpec"]

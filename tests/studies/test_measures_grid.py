@@ -1,0 +1,296 @@
+"""The measures-grid study: run naming and validation, the ranking against scipy, each claim
+check's decision, and a tiny grid trained end to end (grouped and alone, identically)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from pydantic import ValidationError
+from scipy.stats import kendalltau
+
+from genlab.analyses.measures import MEASURES, granulated_kendall
+from genlab.io import dumps_json
+from genlab.studies.measures_grid import (
+    HYPERPARAMETERS,
+    JIANG_MEASURES,
+    SPEC,
+    MeasuresGridConfig,
+    MeasuresGridRun,
+    check_claims,
+    ensemble_groups,
+    grid_runs,
+    measure_value,
+    run_id,
+    summarize,
+)
+
+DATA = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
+        "n_train": 60, "n_test": 100, "seed": 1}
+RECIPE = {"activation": "relu", "momentum": 0.9, "max_steps": 600, "eval_every": 20,
+          "stop_at_train_acc": 1.0}
+CHEAP = {"sigma_samples": 2, "sigma_depth": 4, "alpha_steps": 2, "alpha_depth": 3,
+         "lanczos_max_iter": 4, "trace_num_matvecs": 6, "id_max_examples": 60,
+         "jacobian_max_points": 16}
+
+
+def config(runs: dict[str, MeasuresGridRun], **changes) -> MeasuresGridConfig:
+    return MeasuresGridConfig(**{"data": DATA, "recipe": RECIPE, "measures": CHEAP,
+                                 "runs": runs, **changes})
+
+
+def test_spec_uses_the_module_functions() -> None:
+    assert SPEC.run_id is run_id and SPEC.config is MeasuresGridConfig
+    assert SPEC.train_group is not None
+    assert set(JIANG_MEASURES) <= set(MEASURES)
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ((2, 64, 0.05, 32, 0.0, 0), "d2-w64-lr0_05-b32-wd0-s0"),
+    ((1, 32, 0.01, 128, 5e-4, 3), "d1-w32-lr0_01-b128-wd0_0005-s3"),
+    ((3, 128, 0.032, 64, 1e-4, 0), "d3-w128-lr0_032-b64-wd0_0001-s0"),
+    ((1, 8, 1.0, 1, 1e-05, 12), "d1-w8-lr1-b1-wd1e-05-s12")])
+def test_run_ids(values: tuple, expected: str) -> None:
+    run = MeasuresGridRun(**dict(zip(("depth", "width", "lr", "batch_size", "weight_decay",
+                                      "seed"), values, strict=True)))
+    assert run_id(run) == expected
+
+
+def test_grid_runs_is_the_full_product_keyed_by_run_id() -> None:
+    runs = grid_runs([1, 2], [16, 32], [0.01, 0.1], [32], [0.0, 5e-4], [0, 1])
+    assert len(runs) == 2 * 2 * 2 * 1 * 2 * 2
+    assert all(run_id(run) == name for name, run in runs.items())
+    assert list(runs)[0] == "d1-w16-lr0_01-b32-wd0-s0"
+    config(runs)  # a valid runs block
+
+
+def test_ensemble_groups_share_architecture_and_batch_size() -> None:
+    runs = grid_runs([1, 2], [16], [0.01, 0.1], [32, 64], [0.0], [0])
+    groups = ensemble_groups(runs)
+    assert sorted(groups) == [(1, 16, 32), (1, 16, 64), (2, 16, 32), (2, 16, 64)]
+    assert groups[(2, 16, 64)] == ["d2-w16-lr0_01-b64-wd0-s0", "d2-w16-lr0_1-b64-wd0-s0"]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("data", {**DATA, "task": "regression", "n_classes": None}),
+    ("data", {**DATA, "random_inputs": True}),
+    ("recipe", {**RECIPE, "stop_at_train_acc": 0.0}),
+    ("recipe", {**RECIPE, "momentum": 1.0}),
+    ("measures", {**CHEAP, "sigma_loss": "hinge"}),
+    ("measures", {**CHEAP, "no_such_knob": 1}),
+])
+def test_invalid_blocks_are_rejected(field: str, value: dict) -> None:
+    with pytest.raises(ValidationError, match=field):
+        config(grid_runs([1], [8], [0.1], [20], [0.0], [0]), **{field: value})
+
+
+@pytest.mark.parametrize("bad", [{"depth": 0}, {"width": 0}, {"lr": 0.0}, {"batch_size": 0},
+                                 {"weight_decay": -1.0}, {"seed": -1}, {"depth": True}])
+def test_invalid_runs_are_rejected(bad: dict) -> None:
+    fields = {"depth": 1, "width": 8, "lr": 0.1, "batch_size": 20, "weight_decay": 0.0,
+              "seed": 0}
+    with pytest.raises(ValidationError):
+        MeasuresGridRun(**{**fields, **bad})
+
+
+def test_measure_values_read_back_from_json() -> None:
+    stored = json.loads(dumps_json({"a": math.nan, "b": math.inf, "c": -math.inf, "d": 2.5}))
+    assert math.isnan(measure_value(stored["a"]))
+    assert measure_value(stored["b"]) == math.inf and measure_value(stored["c"]) == -math.inf
+    assert measure_value(stored["d"]) == 2.5
+
+
+# ------------------------------------------------------------------------- ranking (synthetic)
+
+
+def synthetic_metrics(seed: int = 0) -> dict[str, dict]:
+    """A 2⁴ grid (depth, lr, batch size, weight decay; one width) of fake runs: a gap, and
+    measures with ties, an inf and a NaN; the last run did not fit."""
+    rng = np.random.default_rng(seed)
+    metrics = {}
+    points = list(itertools.product([1, 2], [0.01, 0.1], [32, 128], [0.0, 5e-4]))
+    for i, (depth, lr, batch, wd) in enumerate(points):
+        run = MeasuresGridRun(depth=depth, width=16, lr=lr, batch_size=batch, weight_decay=wd,
+                              seed=0)
+        gap = float(rng.integers(0, 6)) / 100  # ties in the gap
+        measures = {"prod_of_spec": float(rng.normal()) + 3 * gap,
+                    "param_norm": float(rng.integers(0, 4)),  # ties in the measure
+                    "pacbayes_flatness": math.inf if i == 3 else float(rng.normal()),
+                    "pacbayes_mag_flatness": math.nan if i == 5 else float(rng.normal()),
+                    "layer_rotation": float(rng.normal())}
+        fitted = i != len(points) - 1
+        metrics[run_id(run)] = json.loads(dumps_json({
+            **run.model_dump(), "status": "fitted" if fitted else "budget", "included": fitted,
+            "gap": gap, "measures": measures}))
+    return metrics
+
+
+def included_columns(metrics: dict[str, dict], measure: str) -> tuple[np.ndarray, np.ndarray]:
+    runs = [m for _, m in sorted(metrics.items()) if m["included"]]
+    return (np.array([measure_value(m["measures"][measure]) for m in runs]),
+            np.array([m["gap"] for m in runs]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tau_equals_scipy_kendalltau(seed: int) -> None:
+    metrics = synthetic_metrics(seed)
+    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
+    rows = {r["measure"]: r for r in summary.table.to_pylist()}
+    for name in ("prod_of_spec", "param_norm", "pacbayes_flatness", "pacbayes_mag_flatness",
+                 "layer_rotation"):
+        values, gap = included_columns(metrics, name)
+        expected = kendalltau(values, gap, nan_policy="omit").statistic
+        assert rows[name]["tau"] == pytest.approx(expected, abs=1e-12), name
+        assert rows[name]["n_models"] == int(np.count_nonzero(~np.isnan(values)))
+
+
+def test_psi_and_cmi_over_the_varied_hyperparameters() -> None:
+    metrics = synthetic_metrics()
+    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
+    data = summary.data
+    assert data["n_runs"] == 16 and data["n_included"] == 15
+    assert data["excluded_by_status"] == {"budget": 1}
+    assert data["hyperparameters_varied"] == ["depth", "lr", "batch_size", "weight_decay"]
+    rows = {r["measure"]: r for r in summary.table.to_pylist()}
+    runs = [m for _, m in sorted(metrics.items()) if m["included"]]
+    values, gap = included_columns(metrics, "prod_of_spec")
+    expected = granulated_kendall(values, gap, {h: [m[h] for m in runs]
+                                                for h in data["hyperparameters_varied"]})
+    row = rows["prod_of_spec"]
+    assert row["psi"] == pytest.approx(expected.psi)
+    assert math.isnan(row["psi_width"])  # one width: not a hyperparameter of this grid
+    for h in data["hyperparameters_varied"]:
+        assert row[f"psi_{h}"] == pytest.approx(expected.per_hyperparameter[h])
+    for r in rows.values():
+        assert -1 <= r["tau"] <= 1 and -1 <= r["psi"] <= 1 and 0 <= r["cmi"] <= 1
+    assert rows["layer_rotation"]["sign"] == -1
+    assert rows["layer_rotation"]["oriented_psi"] == pytest.approx(-rows["layer_rotation"]["psi"])
+    psis = [r["oriented_psi"] for r in summary.table.to_pylist()]
+    assert psis == sorted(psis, reverse=True)
+    assert set(summary.table.column_names) >= {"measure", "tau", "psi", "cmi", "n_models",
+                                               *(f"psi_{h}" for h in HYPERPARAMETERS)}
+    assert len(summary.claims) == 2
+    figures = SPEC.figures(json.loads(dumps_json(summary.data)), summary.table)
+    assert len(figures) == 3
+
+
+def test_a_grid_where_nothing_fitted_summarizes_to_not_run() -> None:
+    metrics = {name: {**m, "status": "diverged", "included": False}
+               for name, m in synthetic_metrics().items()}
+    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
+    assert summary.data["n_included"] == 0 and summary.data["excluded_by_status"] == {
+        "diverged": 16}
+    assert summary.data["hyperparameters_varied"] == [] and summary.data["gap"] is None
+    assert {c.status for c in summary.claims} == {"not_run"}
+    assert SPEC.figures(json.loads(dumps_json(summary.data)), summary.table) == []
+
+
+# -------------------------------------------------------------------------------- claim checks
+
+
+def rows(psi: dict[str, float], tau: dict[str, float] | None = None) -> list[dict]:
+    tau = tau or {}
+    return [{"measure": m, "psi": v, "oriented_psi": v, "tau": tau.get(m, 0.0), "n_models": 10}
+            for m, v in psi.items()]
+
+
+def status(claims, key_words: str) -> str:
+    (match,) = [c for c in claims if key_words in c.claim]
+    return match.status
+
+
+OTHERS = {m: 0.1 * i for i, m in enumerate(
+    [m for m in JIANG_MEASURES if m not in ("pacbayes_flatness", "pacbayes_mag_flatness",
+                                            "prod_of_spec")])}  # 22 measures, Ψ 0 … 2.1
+
+
+def test_claims_reproduced_on_the_papers_outcome() -> None:
+    claims = check_claims(rows({**OTHERS, "pacbayes_mag_flatness": 5.0, "pacbayes_flatness": 0.0,
+                                "prod_of_spec": -0.3}, {"prod_of_spec": -0.4}), n_included=30)
+    assert [c.status for c in claims] == ["reproduced", "reproduced"]
+    (flat, _) = claims
+    assert flat.numbers["measure"] == "pacbayes_mag_flatness"
+    assert flat.numbers["rank_by_psi"] == 1 and flat.numbers["n_ranked"] == 25
+    assert flat.numbers["top_third_cutoff"] == 9
+
+
+def test_each_claim_can_fail() -> None:
+    # the flatness measures rank 10th and below among 25, prod_of_spec has τ > 0
+    claims = check_claims(rows({**OTHERS, "pacbayes_mag_flatness": 1.25, "pacbayes_flatness": 0.0,
+                                "prod_of_spec": 0.5}, {"prod_of_spec": 0.2}), n_included=30)
+    assert status(claims, "Sharpness") == "not_reproduced"
+    assert status(claims, "spectral") == "not_reproduced"
+
+
+def test_a_negative_psi_fails_even_at_the_top() -> None:
+    negative = {m: -1.0 for m in OTHERS}
+    claims = check_claims(rows({**negative, "pacbayes_mag_flatness": -0.1,
+                                "prod_of_spec": -1.0}), n_included=30)
+    assert status(claims, "Sharpness") == "not_reproduced"
+
+
+def test_measures_outside_the_paper_do_not_push_flatness_down() -> None:
+    extra = {f"nc{i}": 10.0 for i in range(30)}  # not among Jiang et al.'s measures
+    claims = check_claims(rows({**OTHERS, **extra, "pacbayes_mag_flatness": 5.0,
+                                "prod_of_spec": -0.3}, {"prod_of_spec": -0.4}), n_included=30)
+    assert status(claims, "Sharpness") == "reproduced"
+
+
+def test_too_few_models_or_missing_measures_are_not_run() -> None:
+    assert {c.status for c in check_claims(rows(OTHERS), n_included=3)} == {"not_run"}
+    claims = check_claims(rows({**OTHERS, "pacbayes_flatness": math.nan,
+                                "prod_of_spec": 0.1}, {"prod_of_spec": math.nan}),
+                          n_included=30)
+    assert status(claims, "Sharpness") == "not_run"
+    assert status(claims, "spectral") == "not_run"
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def same(a: object, b: object) -> bool:
+    """Equality with NaN equal to NaN, through nested dicts."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def test_tiny_grid_end_to_end() -> None:
+    # two ensembles (batch 20 and 30); lr 1e-4 cannot fit within 600 steps: excluded
+    runs = {**grid_runs([1], [16], [1e-4, 0.05, 0.2], [20], [0.0, 1e-3], [0]),
+            **grid_runs([2], [8], [0.1], [30], [0.0], [0])}
+    cfg = config(runs)
+    dataset = SPEC.synthesize(cfg)
+    device = torch.device("cpu")
+    grouped = SPEC.train_group(cfg, list(runs), dataset, device)
+    assert list(grouped) == list(runs)
+    for name in ("d1-w16-lr0_0001-b20-wd0-s0", "d1-w16-lr0_2-b20-wd0_001-s0",
+                 "d2-w8-lr0_1-b30-wd0-s0"):
+        alone = SPEC.train_run(cfg, name, dataset, device)
+        assert same(alone.metrics, grouped[name].metrics), name
+        for key, tensor in alone.weights.items():
+            assert torch.equal(tensor, grouped[name].weights[key])
+    metrics = {name: json.loads(dumps_json(a.metrics)) for name, a in grouped.items()}
+    for m in metrics.values():
+        assert m["gap"] == pytest.approx(m["final_train_acc"] - m["final_test_acc"])
+        assert set(m["measures"]) == set(MEASURES)
+        assert m["included"] == (m["status"] == "fitted")
+        if m["included"]:
+            assert m["final_train_acc"] >= RECIPE["stop_at_train_acc"]
+            assert m["measures"]["num_params"] == m["n_parameters"]
+            finite = [v for v in m["measures"].values() if v is not None]
+            assert len(finite) >= len(MEASURES) - 3, m["measure_reasons"]
+        else:
+            assert all(v is None for v in m["measures"].values())
+    summary = SPEC.summarize(cfg, metrics, {n: a.history for n, a in grouped.items()})
+    assert summary.table.num_rows == len(MEASURES)
+    assert isinstance(summary.table, pa.Table)
+    assert summary.data["excluded_by_status"] == {"budget": 2}
+    assert summary.data["n_included"] == len(runs) - 2
