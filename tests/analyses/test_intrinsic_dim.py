@@ -276,3 +276,34 @@ def test_label_sharpness_edge_cases() -> None:
         label_sharpness(np.zeros((10, 2)), np.zeros(10), num_samples=5)
     with pytest.raises(ValueError, match="class indices"):
         label_sharpness(X, np.array([0.5, 1.0, 0.0]))
+
+
+@pytest.mark.parametrize(("tile", "first", "group"), [((37, 64), 21, 16), ((16, 160), 48, 8),
+                                                       ((5, 13), 3, 16)])
+@pytest.mark.parametrize("order", ["random", "sorted", "offset"])
+def test_thresholded_tiles_equal_brute_force(monkeypatch, tile, first, group, order) -> None:
+    """Small tiles exercise every path of the CPU search: the first tile's top-k, the grouped
+    and the plain threshold passes, the wrap-around, and (offset data, whose float32 scores are
+    too coarse) the float64 redo."""
+    import genlab.analyses.intrinsic_dim as intrinsic_dim
+
+    monkeypatch.setattr(intrinsic_dim, "CPU_TILE", tile)
+    monkeypatch.setattr(intrinsic_dim, "CPU_FIRST_COLUMNS", first)
+    monkeypatch.setattr(intrinsic_dim, "CPU_GROUP", group)
+    X = embedded("tanh", 3, n=400, seed=7)
+    if order == "sorted":
+        X = X[np.argsort(X[:, 0])]
+    elif order == "offset":
+        X = X + 1e3
+    for k in (1, 2, 7):
+        ref_distances, ref_indices = brute_force_neighbors(X, k)
+        distances, indices = nearest_neighbors(torch.as_tensor(X), k)
+        np.testing.assert_array_equal(indices.numpy(), ref_indices)
+        np.testing.assert_allclose(distances.numpy(), ref_distances, rtol=1e-12)
+
+
+def test_distinct_rows_hash_fast_path_agrees_with_unique() -> None:
+    X = torch.as_tensor(embedded("linear", 3, n=500, seed=8))
+    assert distinct_rows(X).tolist() == list(range(500))
+    repeated = torch.cat([X, X[:7], X[1:2]])
+    assert distinct_rows(repeated).tolist() == list(range(500))
