@@ -18,6 +18,7 @@ from typing import Any
 from genlab import __version__
 from genlab.config import Params, ParamsError, load_params, params_json_schema, settings_hash
 from genlab.io import ArtifactError
+from genlab.paths import LOGS
 
 log = logging.getLogger("genlab")
 
@@ -419,7 +420,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from genlab.report.render import render_html
 
     params = _setup(args)
-    report = collect(params, {d.name: d for d in args.studies})
+    # the stage logs sit beside the report folder (logs/ beside reports/, genlab.paths); they are
+    # read for wall times only, so they are not a DVC dependency
+    logs = args.logs if args.logs is not None else args.out.parent / LOGS
+    report = collect(params, {d.name: d for d in args.studies}, logs=logs)
     write_text(args.out / "index.html", render_html(report))
     write_json(args.out / "claims.json", {"claims": [c for c in report.claims]})
     print(f"report written to {args.out / 'index.html'}")
@@ -473,7 +477,9 @@ def _parser() -> argparse.ArgumentParser:
         out)
     add("report", cmd_report, "render reports/index.html and reports/claims.json", params,
         ("--studies", {"type": Path, "nargs": "+", "required": True,
-                       "help": "study folders holding summary.{json,parquet}"}), out)
+                       "help": "study folders holding summary.{json,parquet}"}), out,
+        ("--logs", {"type": Path, "help": "stage logs to read wall times from "
+                                          "(default: logs/ beside the --out folder)"}))
     add("sync", cmd_sync, "after dvc repro/pull: record DVC's outputs as Snakemake's, "
         "so `snakemake -n` has nothing to do (refuses unless `dvc status` is clean)",
         ("--dry-run", {"action": "store_true"}))
@@ -482,8 +488,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    t0 = time.perf_counter()
     try:
-        return args.func(args)
+        code = args.func(args)
+        # the closing line of the stage's log, which the report's wall-time table reads (wall time
+        # goes to logs, never to an artifact: see genlab.provenance)
+        log.info("genlab %s: wall time %.2f s", args.command, time.perf_counter() - t0)
+        return code
     except (ParamsError, ArtifactError) as exc:
         print(f"genlab {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,8 @@
 
 Only facts that determine the bytes belong here (settings and their hash, code version, library
 versions, device, seed). Wall time and host names go to the stage's log instead: recording them in
-an artifact would make identical reruns differ and make DVC recompute everything downstream.
+an artifact would make identical reruns differ and make DVC recompute everything downstream. (The
+report reads the wall times back from the logs: genlab.report.collect.stage_times.)
 """
 
 from __future__ import annotations

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from genlab import __version__
 from genlab.config import Params, settings_hash
 from genlab.io import read_json, read_parquet
 
@@ -36,12 +38,34 @@ class StudySection:
 
 
 @dataclass(frozen=True)
+class MissingStudy:
+    """A study declared in params.yaml whose summary is not there yet: listed, not a crash."""
+
+    name: str
+    title: str
+    description: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage's wall time, read from its log (never from an artifact, see genlab.provenance)."""
+
+    stage: str  # the log's path under logs/, without .log: ``random_labels/train``
+    seconds: float
+    finished: str  # the log's last timestamp
+    exact: bool  # from the CLI's closing line; else the span of the log's timestamps
+
+
+@dataclass(frozen=True)
 class Report:
     title: str
     params_sha256: str
     scale: str
     sections: list[StudySection]
     provenance: dict[str, Any]
+    missing: list[MissingStudy] = field(default_factory=list)
+    wall_times: list[StageTime] = field(default_factory=list)
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -73,18 +97,59 @@ def _analyses(data: dict[str, Any], folder: Path, config: Any) -> list[AnalysisS
     return sections
 
 
-def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
+# the closing line genlab.cli.main logs, and the timestamp logging.basicConfig puts on each line
+_WALL = re.compile(r"wall time (\d+(?:\.\d+)?) s")
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", re.MULTILINE)
+
+
+def stage_times(logs: Path | None) -> list[StageTime]:
+    """Wall time of every stage that left a log under ``logs`` (Snakemake writes one per job).
+
+    The CLI's closing ``wall time N s`` line when there is one; otherwise (older logs) the span
+    between the log's first and last timestamps, which misses the imports before the first line.
+    """
+    from datetime import datetime
+
+    if logs is None or not logs.is_dir():
+        return []
+    times = []
+    for path in sorted(logs.rglob("*.log")):
+        stage = path.relative_to(logs).with_suffix("").as_posix()
+        if stage == "report":  # this stage's own log, still being written
+            continue
+        text = path.read_text(errors="replace")
+        stamps = [datetime.strptime(f"{d}.{ms}", "%Y-%m-%d %H:%M:%S.%f")
+                  for d, ms in _STAMP.findall(text)]
+        if not stamps:
+            continue
+        wall = _WALL.findall(text)
+        seconds = float(wall[-1]) if wall else (stamps[-1] - stamps[0]).total_seconds()
+        finished = stamps[-1].isoformat(sep=" ", timespec="seconds")
+        times.append(StageTime(stage=stage, seconds=seconds, finished=finished, exact=bool(wall)))
+    return times
+
+
+def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = None) -> Report:
+    """The report's content. A declared study with no folder given or no summary in it yet is
+    listed as missing (the report renders while a workflow is half done); ``logs``, when given,
+    is the folder of stage logs the wall times are read from."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display, no GUI toolkit
     from genlab.studies import STUDIES
 
     declared = params.declared_studies()
-    sections = []
+    sections, missing = [], []
     for name, config in declared.items():
-        if name not in study_dirs:
-            raise ValueError(f"studies.{name} is declared but no summary folder was given")
-        folder = study_dirs[name]
+        folder = study_dirs.get(name)
+        absent = [f for f in ("summary.json", "summary.parquet")
+                  if folder is None or not (folder / f).is_file()]
+        if absent:
+            reason = ("no summary folder was given" if folder is None
+                      else f"{', '.join(absent)} not in {folder}")
+            missing.append(MissingStudy(name=name, title=STUDIES[name].title,
+                                        description=config.description, reason=reason))
+            continue
         data = read_json(folder / "summary.json")
         table = read_parquet(folder / "summary.parquet")
         spec = STUDIES[name]
@@ -94,13 +159,19 @@ def collect(params: Params, study_dirs: dict[str, Path]) -> Report:
             name=name, title=spec.title, description=config.description, claims=data["claims"],
             figures=figures, run_columns=spec.run_columns, runs=runs,
             provenance=data["provenance"], analyses=_analyses(data, folder, config)))
-    first = sections[0].provenance if sections else {}
+    if sections:
+        first = sections[0].provenance
+    else:  # nothing has run: what this process would record
+        from genlab.provenance import git_commit, library_versions
+
+        first = {"git_commit": git_commit(), "versions": library_versions()}
     provenance = {
         "git_commit": first.get("git_commit", "unknown"),
-        "genlab_version": first.get("genlab_version", "unknown"),
+        "genlab_version": first.get("genlab_version", __version__),
         "versions": first.get("versions", {}),
         "devices": sorted({s.provenance.get("device", "?") for s in sections}),
     }
     return Report(title=params.report.title,
                   params_sha256=settings_hash(params.model_dump(mode="json", exclude={"runtime"})),
-                  scale=params.scale, sections=sections, provenance=provenance)
+                  scale=params.scale, sections=sections, provenance=provenance,
+                  missing=missing, wall_times=stage_times(logs))
