@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,10 @@ def record_in_dvc(root: str | Path) -> None:
     # by running the gate itself (it validates the same file, in about a second).
     for gate in (j for j in jobs if j.meta.get("gate")):
         if not all((root / o).exists() for o in gate.outs):
-            proc = subprocess.run(gate.cmd, shell=True, cwd=root, capture_output=True, text=True)
+            argv = shlex.split(gate.cmd)
+            if argv[0] == "python":  # the interpreter running us, not whichever is on PATH
+                argv[0] = sys.executable
+            proc = _run(argv, root)
             if proc.returncode != 0:
                 raise SyncError(f"{gate.stage} failed:\n{proc.stderr.strip()}")
     done = [j.stage for j in jobs if all((root / o).exists() for o in j.outs)]
