@@ -14,6 +14,7 @@ from genlab.studies import (
     intrinsic_dim,
     measures_grid,
     mislabel_detection,
+    neural_collapse,
     random_labels,
     sgd_stability,
 )
@@ -23,7 +24,7 @@ STUDIES: dict[str, StudySpec] = {
     spec.name: spec
     for spec in (random_labels.SPEC, benign_oscillation.SPEC, double_descent.SPEC, eos_gd.SPEC,
                  sgd_stability.SPEC, intrinsic_dim.SPEC, influence.SPEC,
-                 mislabel_detection.SPEC, measures_grid.SPEC)
+                 mislabel_detection.SPEC, measures_grid.SPEC, neural_collapse.SPEC)
 }
 
 __all__ = ["STUDIES", "ClaimResult", "StudySpec"]

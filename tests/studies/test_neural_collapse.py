@@ -1,0 +1,226 @@
+"""The neural-collapse study: the terminal-phase statistics, each claim check's decision, and one
+tiny tracked run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from genlab.studies import STUDIES
+from genlab.studies.neural_collapse import (
+    NC_COLUMNS,
+    SPEC,
+    CollapseConfig,
+    CollapseRecipe,
+    CollapseRun,
+    check_claims,
+    run_id,
+    summarize,
+    terminal_phase_statistics,
+    train_settings,
+)
+
+CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2_angle")
+
+
+def rows(acc: list[float], nc1: list[float], nc3: list[float], nc4: float = 0.0,
+         cosine: float = -1 / 3) -> list[dict]:
+    """A history every 100 steps; the NC2 columns are flat, NC4 and the cosine end as given."""
+    out = []
+    for i, (a, n1, n3) in enumerate(zip(acc, nc1, nc3, strict=True)):
+        row = {c: 0.1 for c in NC_COLUMNS}
+        row |= {"step": 100 * i, "train_acc": a, "train_loss": 0.1, "nc1": n1, "nc3": n3,
+                "nc4": nc4, "mean_cosine": cosine}
+        out.append(row)
+    return out
+
+
+def metrics(history: list[dict], seed: int = 0, status: str = "budget",
+            n_classes: int = 4) -> dict:
+    return {"seed": seed, "status": status, "diverged_step": None, "n_classes": n_classes,
+            **terminal_phase_statistics(history)}
+
+
+FIT = [0.5, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # the TPT starts at step 200: 6 tracked steps
+FALLING = [0.9, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1]
+
+
+def statuses(m: dict[str, dict]) -> dict[str, str]:
+    return dict(zip(CLAIM_ORDER, (c.status for c in check_claims(m)), strict=True))
+
+
+def test_registered_with_canonical_run_ids() -> None:
+    assert STUDIES["neural_collapse"] is SPEC
+    assert run_id(CollapseRun(seed=3)) == "s3"
+
+
+def test_terminal_phase_starts_at_the_first_step_at_full_accuracy() -> None:
+    stats = terminal_phase_statistics(rows(FIT, FALLING, FALLING, nc4=0.002, cosine=-0.33))
+    assert stats["tpt_step"] == 200 and stats["tpt_points"] == 6
+    assert stats["tpt_start_nc1"] == 0.4 and stats["final_nc1"] == 0.1
+    assert stats["spearman_nc1"] == pytest.approx(-1.0)
+    assert stats["tpt_length_ratio"] == pytest.approx(3.5)
+    assert stats["final_nc4"] == 0.002 and stats["final_mean_cosine"] == -0.33
+
+
+def test_spearman_is_over_the_terminal_phase_only() -> None:
+    # NC1 rises before the TPT and falls within it: the pre-TPT rise must not count
+    nc1 = [0.01, 0.05, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+    assert terminal_phase_statistics(rows(FIT, nc1, FALLING))["spearman_nc1"] == pytest.approx(-1)
+
+
+def test_the_papers_picture_reproduces_every_claim() -> None:
+    m = {"s0": metrics(rows(FIT, FALLING, FALLING, nc4=0.0, cosine=-0.325)),
+         "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.01, cosine=-0.35), seed=1)}
+    assert statuses(m) == dict.fromkeys(CLAIM_ORDER, "reproduced")
+
+
+@pytest.mark.parametrize(("history", "failing"), [
+    # NC1 flat then rising in the TPT: Spearman > -0.9
+    (rows(FIT, FALLING[:3] + [0.3, 0.3, 0.32, 0.31, 0.35], FALLING), {"nc1"}),
+    (rows(FIT, FALLING, FALLING[:3] + [0.45, 0.42, 0.5, 0.48, 0.5]), {"nc3"}),
+    (rows(FIT, FALLING, FALLING, nc4=0.011), {"nc4"}),
+    (rows(FIT, FALLING, FALLING, cosine=-1 / 3 + 0.021), {"nc2_angle"}),
+    (rows(FIT, FALLING, FALLING, cosine=-1 / 3 - 0.021), {"nc2_angle"}),
+])
+def test_each_claim_can_fail(history: list[dict], failing: set[str]) -> None:
+    # one good run and one run that fails a single criterion: that claim, and only it, fails
+    m = {"s0": metrics(rows(FIT, FALLING, FALLING)), "s1": metrics(history, seed=1)}
+    assert statuses(m) == {k: "not_reproduced" if k in failing else "reproduced"
+                           for k in CLAIM_ORDER}
+
+
+def test_the_angle_target_follows_the_number_of_classes() -> None:
+    m = {"s0": metrics(rows(FIT, FALLING, FALLING, cosine=-0.1), n_classes=11)}
+    assert statuses(m)["nc2_angle"] == "reproduced"
+    (angle,) = [c for c in check_claims(m) if c.claim.startswith("NC2")]
+    assert angle.numbers["seed=0"]["target"] == pytest.approx(-0.1)
+
+
+def test_never_fitting_leaves_every_claim_not_run_with_the_reason() -> None:
+    m = {"s0": metrics(rows([0.5] * 8, FALLING, FALLING))}
+    claims = check_claims(m)
+    assert [c.status for c in claims] == ["not_run"] * 4
+    assert all(c.numbers["not_checked"]["seed=0"] == "never reached 100% train accuracy"
+               for c in claims)
+
+
+def test_a_short_terminal_phase_cannot_decide_a_trend() -> None:
+    late = [0.5] * 5 + [1.0] * 3  # 3 tracked steps in the TPT
+    m = {"s0": metrics(rows(late, FALLING, FALLING))}
+    assert statuses(m) == {"nc1": "not_run", "nc3": "not_run", "nc4": "reproduced",
+                           "nc2_angle": "reproduced"}
+
+
+def test_a_failing_run_outweighs_an_unchecked_one() -> None:
+    m = {"s0": metrics(rows([0.5] * 8, FALLING, FALLING)),
+         "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.5), seed=1)}
+    nc4 = check_claims(m)[2]
+    assert nc4.status == "not_reproduced"
+    assert set(nc4.numbers) == {"seed=1", "not_checked"}
+
+
+def test_a_diverged_run_is_not_checked() -> None:
+    m = {"s0": {**metrics(rows([0.5, 0.6], [0.3, 0.2], [0.3, 0.2])), "status": "diverged",
+                "diverged_step": 150}}
+    claims = check_claims(m)
+    assert [c.status for c in claims] == ["not_run"] * 4
+    assert claims[0].numbers["not_checked"]["seed=0"] == "diverged at step 150"
+
+
+def recipe(**overrides) -> CollapseRecipe:
+    return CollapseRecipe(**{"lr": 0.05, "weight_decay": 5e-4, "batch_size": 10, "steps": 300,
+                             "track_every": 10, **overrides})
+
+
+@pytest.mark.parametrize(("steps", "drops"), [(300, 2), (301, 2), (299, 2), (10, 3), (7, 1)])
+def test_the_schedule_divides_the_step_size_exactly_lr_drops_times(steps: int,
+                                                                   drops: int) -> None:
+    from genlab.train.loop import lr_factor
+
+    s = train_settings(recipe(steps=steps, lr_drops=drops, track_every=1))
+    factors = [lr_factor(s, step) for step in range(1, steps + 1)]
+    assert factors[0] == 1.0 and factors[-1] == pytest.approx(0.1 ** drops)
+    assert s.stop_at_train_acc is None and s.max_steps == steps
+
+
+def test_no_drops_is_a_constant_step_size() -> None:
+    s = train_settings(recipe(lr_drops=0))
+    assert s.schedule == "constant" and s.step_every is None
+
+
+def test_tracking_must_fit_in_the_budget() -> None:
+    with pytest.raises(ValidationError, match="track_every"):
+        recipe(steps=10, track_every=20)
+
+
+def tiny_config(steps: int = 300) -> CollapseConfig:
+    return CollapseConfig.model_validate({
+        "data": {"n_classes": 3, "dim": 4, "mean_scale": 3.0, "n_train": 60, "n_test": 30,
+                 "seed": 0},
+        "model": {"hidden": [16, 16]},
+        "recipe": {"lr": 0.05, "weight_decay": 5e-4, "batch_size": 20, "steps": steps,
+                   "track_every": 25},
+        "runs": {"s0": {"seed": 0}, "s1": {"seed": 1}}})
+
+
+def test_a_tiny_tracked_run_and_its_summary() -> None:
+    config = tiny_config()
+    dataset = SPEC.synthesize(config)
+    artifacts = {run: SPEC.train_run(config, run, dataset, torch.device("cpu"))
+                 for run in config.runs}
+    history = artifacts["s0"].history.to_pylist()
+    assert [r["step"] for r in history] == list(range(0, 301, 25))  # no stop at 100% accuracy
+    assert all(0 <= r["nc4"] <= 1 and r["nc1"] >= 0 and math.isfinite(r["nc3"])
+               for r in history)
+    m = artifacts["s0"].metrics
+    assert m["status"] == "budget" and m["steps"] == 300
+    assert m["tpt_step"] is not None  # 3 well-separated clusters: fitted early
+    assert m["final_nc1"] == history[-1]["nc1"]
+    assert {"net.0.weight", "net.4.weight"} <= set(artifacts["s0"].weights)
+
+    summary = summarize(config, {r: a.metrics for r, a in artifacts.items()},
+                        {r: a.history for r, a in artifacts.items()})
+    assert [c.claim[:3] for c in summary.claims] == ["NC1", "NC3", "NC4", "NC2"]
+    assert summary.table.num_rows == 2 * len(history)
+    assert {"run", "seed", "tpt_step", *NC_COLUMNS} <= set(summary.table.column_names)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ((title, fig),) = SPEC.figures(summary.data, summary.table)
+    assert "terminal phase" in title
+    plt.close(fig)
+
+
+def test_the_probe_reads_the_last_hidden_layer() -> None:
+    from genlab.analyses.measures.collapse import neural_collapse
+    from genlab.models.registry import build_seeded_model
+    from genlab.studies.neural_collapse import collapse_probe
+
+    config = tiny_config()
+    dataset = SPEC.synthesize(config)
+    model = build_seeded_model("mlp", config.model, 4, 3, 0).eval()
+    x, y = torch.from_numpy(dataset.train.x), torch.from_numpy(dataset.train.y)
+    with torch.no_grad():
+        features = model.net[:-1](x)  # (n, 16): everything but the head
+    expected = neural_collapse(features, y, model.net[-1].weight, model.net[-1].bias)
+    probed = collapse_probe(x, y)(model)
+    assert probed == pytest.approx({c: getattr(expected, c) for c in NC_COLUMNS})
+
+
+def test_the_probe_of_a_blown_up_model_is_nan_not_an_error() -> None:
+    from genlab.models.registry import build_seeded_model
+    from genlab.studies.neural_collapse import collapse_probe
+
+    model = build_seeded_model("mlp", tiny_config().model, 4, 3, 0)
+    with torch.no_grad():
+        model.net[0].weight.fill_(math.inf)
+    x = torch.ones(6, 4)
+    probed = collapse_probe(x, torch.tensor([0, 1, 2, 0, 1, 2]))(model)
+    assert all(math.isnan(v) for v in probed.values())
