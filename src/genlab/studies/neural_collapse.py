@@ -23,7 +23,7 @@ its initial value, and NC2's equiangularity (the cosines' spread), beside it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -250,6 +250,23 @@ def _decide(key: str, verdicts: Mapping[str, bool | None], numbers: dict[str, An
                        numbers=numbers, citation=CITATION, criterion=criterion)
 
 
+def _final_state_claim(key: str, runs: list[Mapping[str, Any]],
+                       judge: Callable[[Mapping[str, Any]], tuple[bool, dict[str, Any]]]
+                       ) -> ClaimResult:
+    """A claim on the final state, judged by ``judge`` (verdict, numbers) in every run that
+    reached the terminal phase."""
+    verdicts: dict[str, bool | None] = {}
+    numbers: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    for m in runs:
+        label = _label(m)
+        if (reason := _unchecked(m, trend=False)) is not None:
+            verdicts[label], reasons[label] = None, reason
+            continue
+        verdicts[label], numbers[label] = judge(m)
+    return _decide(key, verdicts, numbers, reasons)
+
+
 def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
     runs = sorted(metrics.values(), key=lambda m: m["seed"])
     claims = []
@@ -273,30 +290,19 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
                               f"{key}_final": m[f"final_{key}"]}
         claims.append(_decide(key, verdicts, numbers, reasons))
 
-    verdicts, numbers, reasons = {}, {}, {}
-    for m in runs:
-        label = _label(m)
-        if (reason := _unchecked(m, trend=False)) is not None:
-            verdicts[label], reasons[label] = None, reason
-            continue
-        verdicts[label] = m["final_nc4"] <= NC4_MAX
-        numbers[label] = {"final_nc4": m["final_nc4"]}
-    claims.append(_decide("nc4", verdicts, numbers, reasons))
+    claims.append(_final_state_claim("nc4", runs, lambda m: (
+        m["final_nc4"] <= NC4_MAX, {"final_nc4": m["final_nc4"]})))
 
-    verdicts, numbers, reasons = {}, {}, {}
-    for m in runs:
-        label = _label(m)
-        if (reason := _unchecked(m, trend=False)) is not None:
-            verdicts[label], reasons[label] = None, reason
-            continue
+    def angle(m: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
         target = -1.0 / (m["n_classes"] - 1)
         gap = abs(m["final_mean_cosine"] - target)
-        verdicts[label] = gap <= COSINE_TOLERANCE
-        numbers[label] = {"final_mean_cosine": m["final_mean_cosine"], "target": target,
-                          "abs_gap": gap, "init_mean_cosine": m["init_mean_cosine"],
-                          "init_nc2_equiangular": m["init_nc2_equiangular"],
-                          "final_nc2_equiangular": m["final_nc2_equiangular"]}
-    claims.append(_decide("nc2_angle", verdicts, numbers, reasons))
+        return gap <= COSINE_TOLERANCE, {
+            "final_mean_cosine": m["final_mean_cosine"], "target": target, "abs_gap": gap,
+            "init_mean_cosine": m["init_mean_cosine"],
+            "init_nc2_equiangular": m["init_nc2_equiangular"],
+            "final_nc2_equiangular": m["final_nc2_equiangular"]}
+
+    claims.append(_final_state_claim("nc2_angle", runs, angle))
     return claims
 
 
