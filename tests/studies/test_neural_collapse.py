@@ -27,13 +27,15 @@ CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2_angle")
 
 
 def rows(acc: list[float], nc1: list[float], nc3: list[float], nc4: float = 0.0,
-         cosine: float = -1 / 3) -> list[dict]:
-    """A history every 100 steps; the NC2 columns are flat, NC4 and the cosine end as given."""
+         cosine: float = -1 / 3, spread: list[float] | None = None) -> list[dict]:
+    """A history every 100 steps; the other NC2 columns are flat, NC4 and the cosine end as
+    given, the cosines' spread (NC2 equiangularity) falls unless given."""
     out = []
-    for i, (a, n1, n3) in enumerate(zip(acc, nc1, nc3, strict=True)):
+    spread = spread or [0.4 - 0.05 * i for i in range(len(acc))]
+    for i, (a, n1, n3, sd) in enumerate(zip(acc, nc1, nc3, spread, strict=True)):
         row = {c: 0.1 for c in NC_COLUMNS}
         row |= {"step": 100 * i, "train_acc": a, "train_loss": 0.1, "nc1": n1, "nc3": n3,
-                "nc4": nc4, "mean_cosine": cosine}
+                "nc4": nc4, "mean_cosine": cosine, "nc2_equiangular": sd}
         out.append(row)
     return out
 
@@ -62,6 +64,8 @@ def test_terminal_phase_starts_at_the_first_step_at_full_accuracy() -> None:
     assert stats["tpt_step"] == 200 and stats["tpt_points"] == 6
     assert stats["tpt_start_nc1"] == 0.4 and stats["final_nc1"] == 0.1
     assert stats["spearman_nc1"] == pytest.approx(-1.0)
+    assert stats["tpt_start_nc2_equiangular"] == pytest.approx(0.3)
+    assert stats["spearman_nc2_equiangular"] == pytest.approx(-1.0)
     assert stats["tpt_length_ratio"] == pytest.approx(3.5)
     assert stats["final_nc4"] == 0.002 and stats["final_mean_cosine"] == -0.33
 
@@ -85,6 +89,9 @@ def test_the_papers_picture_reproduces_every_claim() -> None:
     (rows(FIT, FALLING, FALLING, nc4=0.011), {"nc4"}),
     (rows(FIT, FALLING, FALLING, cosine=-1 / 3 + 0.021), {"nc2_angle"}),
     (rows(FIT, FALLING, FALLING, cosine=-1 / 3 - 0.021), {"nc2_angle"}),
+    # the mean cosine on target, but the cosines no more equal at the end than at the TPT start
+    (rows(FIT, FALLING, FALLING, spread=[0.4, 0.3, 0.2, 0.1, 0.15, 0.1, 0.2, 0.2]),
+     {"nc2_angle"}),
 ])
 def test_each_claim_can_fail(history: list[dict], failing: set[str]) -> None:
     # one good run and one run that fails a single criterion: that claim, and only it, fails
