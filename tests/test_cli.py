@@ -71,6 +71,7 @@ def test_every_artifact_is_written(two_runs) -> None:
             "data/random_labels/analyses/sharpness/p0-s0.json",
             "data/random_labels/analyses/sharpness/p0-s0_density.parquet",
             "data/random_labels/sharpness_density.parquet",
+            "data/random_labels/plots/train_acc.csv", "data/random_labels/plots/test_acc.csv",
             "reports/index.html", "reports/claims.json"} <= files
     assert not [f for f in files if f.endswith(".tmp")]
 

@@ -13,12 +13,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genlab import __version__
 from genlab.config import Params, ParamsError, load_params, params_json_schema, settings_hash
 from genlab.io import ArtifactError
 from genlab.paths import LOGS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from genlab.studies.base import PlotSpec
 
 log = logging.getLogger("genlab")
 
@@ -374,12 +379,23 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     summary = spec.summarize(config, metrics, histories)
     analyses = _gather_analyses(args.analyses, config, args.out)
     write_parquet(args.out / "summary.parquet", summary.table)
+    write_plots(spec.plots, summary.table, args.out)
     write_json(args.out / "summary.json", {
         **summary.data, "claims": [c.to_json() for c in summary.claims], **analyses,
         "provenance": _provenance(stage_settings(config, "aggregate"), "cpu")})
     for claim in summary.claims:
         log.info("%s: %s -- %s", args.study, claim.status, claim.claim)
     return 0
+
+
+def write_plots(plots: Sequence[PlotSpec], table: pa.Table, out: Path) -> None:
+    """Each plot's CSV export of the summary table, under OUT (the study folder), for DVC's
+    ``plots:``: the table itself stays Parquet, DVC reads only CSV/TSV/JSON/YAML."""
+    from genlab.io import write_csv
+    from genlab.studies.base import plot_table
+
+    for plot in plots:
+        write_csv(out / plot.file, plot_table(plot, table))
 
 
 def _gather_analyses(folder: Path | None, config: Any, out: Path) -> dict[str, Any]:

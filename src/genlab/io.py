@@ -2,11 +2,14 @@
 
 A killed job therefore leaves either the previous file or nothing under the final name, never a
 half-written artifact a later run would trust. Formats: JSON (small metrics and sidecars), Parquet
-(tables), safetensors (tensors). Nothing here unpickles.
+(tables), safetensors (tensors), CSV (only the small plot exports DVC reads: it cannot read
+Parquet). Nothing here unpickles.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -108,6 +111,17 @@ def write_parquet(path: str | Path, table: pa.Table) -> None:
         # Fixed writer settings so the same table always gives the same bytes.
         pq.write_table(table, tmp, compression="zstd", use_dictionary=False,
                        write_statistics=False, store_schema=True)
+
+
+def write_csv(path: str | Path, table: pa.Table) -> None:
+    """A table as CSV with a header row. Python's own formatting (shortest round-trip floats,
+    ``\n`` line ends, null as an empty cell) so the same table always gives the same bytes."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table.column_names)
+    columns = [table.column(name).to_pylist() for name in table.column_names]
+    writer.writerows(zip(*columns, strict=True))
+    write_text(path, buffer.getvalue())
 
 
 def read_parquet(path: str | Path) -> pa.Table:

@@ -45,7 +45,8 @@ with Repo(".") as repo:
             else:
                 deps.append(str(d.def_path))
         out[st.addressing] = {"cmd": st.cmd, "deps": deps, "params": params,
-                              "outs": [str(o.def_path) for o in st.outs], "meta": st.meta}
+                              "outs": [str(o.def_path) for o in st.outs], "meta": st.meta,
+                              "plots": {str(o.def_path): o.plot for o in st.outs if o.plot}}
     print(json.dumps(out))
 """
 
@@ -143,6 +144,25 @@ def test_paths_follow_genlab_paths(engines) -> None:
             assert st["outs"] == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
         elif stage == "report":
             assert st["outs"] == [str(paths.REPORTS / f) for f in paths.REPORT_FILES]
+
+
+def test_plots_are_the_studies_plot_specs(engines) -> None:
+    """Each study's aggregate declares as DVC plots exactly its StudySpec.plots (the CSVs
+    ``genlab aggregate`` writes), with the same axes, template and title; no other stage has
+    plots."""
+    from genlab.studies import STUDIES
+
+    _, dvc, _ = engines
+    for stage, st in dvc.items():
+        study = stage.removesuffix("_aggregate")
+        if study == stage or study not in STUDIES:
+            assert st["plots"] == {}, stage
+            continue
+        expected = {str(paths.study_dir(study) / p.file): {
+            "x": p.x, "y": p.y, "template": p.template, "title": p.title}
+            for p in STUDIES[study].plots}
+        assert st["plots"] == expected, stage
+        assert set(expected) <= set(st["outs"]), stage  # cached outputs: Snakemake's too
 
 
 def test_every_declared_run_has_a_train_stage(engines) -> None:

@@ -81,6 +81,47 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class PlotSpec:
+    """One key curve of a study, exported from its summary table as a small CSV for DVC's
+    ``plots:`` (DVC cannot read Parquet): columns ``run``, ``x``, ``y``, one series per run.
+
+    The template defaults to ``scatter``: DVC's built-in templates colour by revision only, so a
+    ``linear`` line would join the points of different runs into one zig-zag; as points, each
+    run's curve stays readable and its name shows in the tooltip. A stage-level plot takes a
+    single ``y`` in dvc.yaml, hence one column per spec."""
+
+    name: str  # slug: the file is plots/<name>.csv in the study folder
+    x: str
+    y: str
+    title: str
+    template: str = "scatter"
+
+    @property
+    def file(self) -> str:
+        """The CSV's path relative to the study folder (``data/<study>``)."""
+        return f"plots/{self.name}.csv"
+
+
+def plot_table(plot: PlotSpec, table: pa.Table) -> pa.Table:
+    """The rows of ``table`` that ``plot`` draws, in table order: ``run``, x and y, without the
+    rows where x or y is null or NaN (a history logs some columns only every few steps, and
+    DVC's renderer drops or mis-draws the empty cells)."""
+    import pyarrow.compute as pc
+
+    columns = ("run", plot.x, plot.y)
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise KeyError(f"plot {plot.name!r}: the summary table has no column {missing}")
+    keep = pa.array([True] * table.num_rows, pa.bool_())
+    for name in (plot.x, plot.y):
+        column = table.column(name)
+        keep = pc.and_(keep, pc.is_valid(column))
+        if pa.types.is_floating(column.type):
+            keep = pc.and_(keep, pc.invert(pc.is_nan(column)))
+    return table.select(list(columns)).filter(pc.fill_null(keep, False))
+
+
+@dataclass(frozen=True)
 class StudySpec:
     name: str
     title: str
@@ -106,6 +147,9 @@ class StudySpec:
     objective: Callable[[Any, str, Dataset, Any], Objective] | None = None
     """(study settings, run id, dataset, torch device) -> the run's training loss. A study that
     has one declares ``analyses`` in params.yaml and gets the post-hoc analyses of every run."""
+    plots: tuple[PlotSpec, ...] = ()
+    """Key curves from the summary table, written by the aggregate stage as
+    ``data/<study>/plots/<name>.csv`` and declared as that stage's DVC ``plots:``."""
 
 
 def stack_histories(histories: Mapping[str, pa.Table], metrics: Mapping[str, Mapping[str, Any]],

@@ -33,6 +33,7 @@ from genlab.settings import (
 from genlab.studies.base import (
     ClaimResult,
     Objective,
+    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
@@ -289,4 +290,8 @@ SPEC = StudySpec(
     figures=figures,
     run_columns=("status", "lr", "seed", "alpha_v", "test_acc_strong", "test_acc_weak_only",
                  "late_oscillation_strong"),
+    plots=(PlotSpec("alpha_v", x="step", y="alpha_v",
+                    title="Weak-feature alignment α_v per SGD step"),
+           PlotSpec("test_acc_weak_only", x="step", y="test_acc_weak_only",
+                    title="Weak-only test accuracy per SGD step")),
 )

@@ -23,6 +23,7 @@ from genlab.data.teacher_student import TeacherStudentSettings
 from genlab.settings import FrozenModel, Seed, Slug
 from genlab.studies.base import (
     ClaimResult,
+    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
@@ -263,4 +264,6 @@ SPEC = StudySpec(
     summarize=summarize,
     figures=figures,
     run_columns=("status", "peak_n_features", "peak_test_mse"),
+    plots=(PlotSpec("test_mse", x="ratio", y="test_mse",
+                    title="Test MSE vs P/N, minimum-norm fit, each feature draw"),),
 )

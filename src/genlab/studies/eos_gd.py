@@ -32,6 +32,7 @@ from genlab.settings import (
 from genlab.studies.base import (
     ClaimResult,
     Objective,
+    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
@@ -264,4 +265,6 @@ SPEC = StudySpec(
     figures=figures,
     run_columns=("status", "lr", "lambda_init", "lambda_final", "two_over_lr", "crossing_step",
                  "ratio_median_after", "ratio_max_after", "final_train_loss"),
+    plots=(PlotSpec("sharpness", x="step", y="lambda_max", title="GD sharpness λ_max per step"),
+           PlotSpec("train_loss", x="step", y="train_loss", title="GD training loss per step")),
 )

@@ -31,6 +31,7 @@ from genlab.settings import (
 from genlab.studies.base import (
     ClaimResult,
     Objective,
+    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
@@ -299,4 +300,8 @@ SPEC = StudySpec(
     figures=figures,
     run_columns=("status", "steps", "fit_step", "final_train_acc", "final_test_acc",
                  "final_test_loss"),
+    plots=(PlotSpec("train_acc", x="step", y="train_acc",
+                    title="Train accuracy per SGD step, every label-noise level"),
+           PlotSpec("test_acc", x="step", y="test_acc",
+                    title="Test accuracy per SGD step, every label-noise level")),
 )

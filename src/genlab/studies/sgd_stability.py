@@ -33,6 +33,7 @@ from genlab.settings import (
 from genlab.studies.base import (
     ClaimResult,
     Objective,
+    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
@@ -252,4 +253,6 @@ SPEC = StudySpec(
     figures=figures,
     run_columns=("status", "method", "lr", "steps", "trace", "trace_stderr", "lambda_max",
                  "two_over_lr", "final_train_loss"),
+    plots=(PlotSpec("train_loss", x="step", y="train_loss",
+                    title="Training loss per step, GD and SGD at each step size"),),
 )
