@@ -452,6 +452,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return sync(Path.cwd(), dry_run=args.dry_run)
 
 
+def cmd_verify_cache(args: argparse.Namespace) -> int:
+    from genlab.cache_check import verify_cache
+
+    return verify_cache(Path.cwd(), repair=args.repair)
+
+
 # --------------------------------------------------------------------------------------------
 # Argument parsing.
 # --------------------------------------------------------------------------------------------
@@ -499,6 +505,10 @@ def _parser() -> argparse.ArgumentParser:
     add("sync", cmd_sync, "after dvc repro/pull: record DVC's outputs as Snakemake's, "
         "so `snakemake -n` has nothing to do (refuses unless `dvc status` is clean)",
         ("--dry-run", {"action": "store_true"}))
+    add("verify-cache", cmd_verify_cache, "hash every object of the local DVC cache against its "
+        "name (DVC trusts read-only objects unhashed); exit 1 if one is damaged",
+        ("--repair", {"action": "store_true", "help": "delete the damaged objects and the "
+                      "outputs checked out from them, then `dvc pull` them again"}))
     return parser
 
 

@@ -13,8 +13,9 @@ What DVC 3 (3.67) does, measured here on a one-stage workspace (about 5 s a test
   bytes are in the workspace, the object is dropped from the cache, and once a pull has put the
   good object back DVC's state db still vouches for the bad workspace file.
 - genlab's readers are the backstop: a truncated Parquet file gives an ``ArtifactError`` naming it.
-- The safe procedure (below, :func:`damaged_objects`): hash every cache object against its name,
-  delete the damaged ones and the workspace files checked out from them, then ``dvc pull``.
+- ``genlab verify-cache`` (genlab.cache_check) is the check DVC skips: it hashes every cache
+  object against its name; ``--repair`` deletes the damaged ones and the workspace files checked
+  out from them, then runs ``dvc pull``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from genlab.cache_check import affected_outputs, check
+from genlab.cache_check import damaged_objects as damaged_objects_in
 from genlab.io import ArtifactError, read_parquet
 from tests_support import run, tool_env
 
@@ -86,12 +89,7 @@ def corrupt(path: Path, how: str, keep_mode: bool = True) -> bytes:
 
 
 def damaged_objects(root: Path) -> list[Path]:
-    """The safe check DVC 3 lacks: every object in the local cache whose md5 is not its name
-    (``.dir`` listings included: their md5 is that of their bytes too)."""
-    cache = root / ".dvc" / "cache" / "files" / "md5"
-    return sorted(p for p in cache.glob("??/*")
-                  if hashlib.md5(p.read_bytes()).hexdigest()
-                  != p.parent.name + p.name.removesuffix(".dir"))
+    return list(check(root).damaged)
 
 
 @pytest.fixture(scope="module")
@@ -215,24 +213,56 @@ def test_writable_corrupted_object_is_dropped_but_only_after_checkout(ws: Worksp
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip"])
-def test_safe_procedure_rehash_delete_pull_restores_the_original(ws: Workspace, how: str) -> None:
-    """Hash the cache, delete each damaged object and the workspace files checked out from it
-    (DVC's state db would vouch for them), pull from the ``verify = true`` remote: the original
-    bytes are back, status is clean and the cache hashes clean."""
+def test_verify_cache_finds_the_damage_and_repair_restores_the_original(ws: Workspace,
+                                                                        how: str) -> None:
+    """`genlab verify-cache` exits 1 naming the damaged object and the output checked out from
+    it; `--repair` deletes both (DVC's state db would vouch for the bad workspace file) and
+    pulls from the ``verify = true`` remote: the original bytes are back, status is clean and
+    the cache hashes clean."""
+    assert ws.sh("genlab", "verify-cache").returncode == 0
     original = (ws.root / OUT).read_bytes()
     corrupt(ws.obj(), how)
     (ws.root / OUT).unlink()
     ws.sh("dvc", "checkout")  # the bad bytes reach the workspace, as above
+    assert (ws.root / OUT).read_bytes() != original
 
-    damaged = damaged_objects(ws.root)
-    assert damaged == [ws.obj()]
-    for obj in damaged:
-        obj.unlink()
-    md5s = {p.parent.name + p.name for p in damaged}
-    if ws.md5() in md5s:
-        (ws.root / OUT).unlink()
-    ws.sh("dvc", "pull")
+    found = ws.sh("genlab", "verify-cache", check=False)
+    assert found.returncode == 1
+    assert str(ws.obj()) in found.stderr and f"checked out from it: {OUT}" in found.stderr
+    assert damaged_objects(ws.root) == [ws.obj()]
+
+    repaired = ws.sh("genlab", "verify-cache", "--repair")
+    assert "repaired" in repaired.stdout
     assert (ws.root / OUT).read_bytes() == original
     assert ws.status() == {}
     assert damaged_objects(ws.root) == []
     assert read_parquet(ws.root / OUT).num_rows == 2000
+
+
+def test_a_damaged_file_inside_a_folder_output_is_traced_through_its_listing(
+        tmp_path: Path) -> None:
+    """A folder output's dvc.lock md5 names its ``.dir`` listing; a damaged file object inside
+    it is traced to that file, and a damaged listing to the whole folder."""
+    objects = tmp_path / ".dvc" / "cache" / "files" / "md5"
+
+    def store(data: bytes, suffix: str = "") -> str:
+        md5 = hashlib.md5(data).hexdigest()
+        (objects / md5[:2]).mkdir(parents=True, exist_ok=True)
+        (objects / md5[:2] / (md5[2:] + suffix)).write_bytes(data)
+        return md5 + suffix
+
+    a, b = store(b"first file"), store(b"second file")
+    listing = store(json.dumps([{"md5": a, "relpath": "a.bin"},
+                                {"md5": b, "relpath": "sub/b.bin"}]).encode(), ".dir")
+    lone = store(b"a lone file")
+    lock = {"schema": "2.0", "stages": {"s": {"cmd": "x", "outs": [
+        {"path": "data/runs", "md5": listing}, {"path": "data/one.bin", "md5": lone}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+
+    assert affected_outputs(tmp_path, objects, {b}) == [tmp_path / "data/runs/sub/b.bin"]
+    assert affected_outputs(tmp_path, objects, {lone}) == [tmp_path / "data/one.bin"]
+    assert affected_outputs(tmp_path, objects, {listing.removesuffix(".dir")}) == [
+        tmp_path / "data/runs"]
+    (objects / b[:2] / b[2:]).write_bytes(b"damaged")
+    count, damaged = damaged_objects_in(objects)
+    assert count == 4 and damaged == [objects / b[:2] / b[2:]]
