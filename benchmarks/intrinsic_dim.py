@@ -16,17 +16,19 @@ n = 2k, 20k, 100k. For each n and each estimator, ours and skdim's, each in a fr
 skdim's TwoNN on data with more than 25 features sorts every row of the full n x n distance
 matrix (``pairwise_distances_chunked`` then ``np.sort``): O(n^2 log n) time, memory bounded by
 sklearn's working_memory (1 GiB). Its MLE uses sklearn's brute-force k-NN. Ours screens in
-float32 tiles of 512 x 2048 scores with per-row thresholds, then re-ranks the candidates exactly
-in float64 (see ``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement
-that runs past ``--timeout`` seconds (300) is stopped and
-reported as such (skdim's TwoNN at n = 100k: its time is then extrapolated from n = 20k as
-n^2 log n, and marked with *); ours are bounded at ``--timeout-ours`` (1200).
+float32 tiles of 1024 x 1024 squared distances, each serving its rows' and its columns' search
+(the tiles on and above the diagonal only), with per-row thresholds, then re-ranks the
+candidates exactly in float64 (see ``genlab.analyses.intrinsic_dim.nearest_neighbors``). A
+skdim measurement that runs past ``--timeout`` seconds (300) is stopped and reported as such
+(skdim's TwoNN at n = 100k: its time is then extrapolated from n = 20k as n^2 log n, and marked
+with *); ours are bounded at ``--timeout-ours`` (1200).
 
 Both sides run with ``--threads`` threads (torch intra-op threads; threadpoolctl limits for
 BLAS/OpenMP in numpy, sklearn and numba's layer) in float64.
 
     .venv/bin/python benchmarks/intrinsic_dim.py             # ~20 min on 2 cores (n = 100k)
     .venv/bin/python benchmarks/intrinsic_dim.py --quick     # n = 2k, 5k: ~45 s smoke run
+    .venv/bin/python benchmarks/intrinsic_dim.py --estimators mle --sizes 20000
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ def main() -> None:
                         help="seconds before one of skdim's measurements (a process) is stopped")
     parser.add_argument("--timeout-ours", type=float, default=1200.0,
                         help="the same for ours")
+    parser.add_argument("--estimators", nargs="+", choices=["twonn", "mle"],
+                        default=["twonn", "mle"])
     parser.add_argument("--quick", action="store_true", help="smoke run: n = 2k, 5k")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -146,7 +150,7 @@ def main() -> None:
     print(f"{'estimator':>9} {'n':>7} {'ours':>9} {'skdim':>9} {'|diff|':>9} {'ours s':>8} "
           f"{'skdim s':>8} {'speed-up':>8} {'ours MiB':>8} {'skdim MiB':>9}", flush=True)
     results: dict[tuple[str, int], dict[str, dict]] = {}
-    for estimator in ("twonn", "mle"):
+    for estimator in args.estimators:
         for n in args.sizes:
             repeats = args.repeats if n <= 20000 else 1
             ours = measure("ours", estimator, n, repeats, args.threads, args.timeout_ours)

@@ -284,12 +284,15 @@ def test_label_sharpness_edge_cases() -> None:
 def test_thresholded_tiles_equal_brute_force(monkeypatch, tile, first, group, order) -> None:
     """Small tiles exercise every path of the CPU search: the first tile's top-k, the grouped
     and the plain threshold passes, the wrap-around, and (offset data, whose float32 scores are
-    too coarse) the float64 redo."""
+    too coarse) the float64 redo; small cells (32, 80 and m + 1 rows) every path of the
+    symmetric float32 search, rows and transposed columns, grouped and plain, and a last block
+    joined to the one before it."""
     import genlab.analyses.intrinsic_dim as intrinsic_dim
 
     monkeypatch.setattr(intrinsic_dim, "CPU_TILE", tile)
     monkeypatch.setattr(intrinsic_dim, "CPU_FIRST_COLUMNS", first)
     monkeypatch.setattr(intrinsic_dim, "CPU_GROUP", group)
+    monkeypatch.setattr(intrinsic_dim, "CPU_CELL", tile[1] // 2)  # the symmetric search
     X = embedded("tanh", 3, n=400, seed=7)
     if order == "sorted":
         X = X[np.argsort(X[:, 0])]
@@ -307,3 +310,18 @@ def test_distinct_rows_hash_fast_path_agrees_with_unique() -> None:
     assert distinct_rows(X).tolist() == list(range(500))
     repeated = torch.cat([X, X[:7], X[1:2]])
     assert distinct_rows(repeated).tolist() == list(range(500))
+
+
+@pytest.mark.parametrize("k", [1, 2, 20])
+def test_symmetric_search_equals_brute_force_across_cells(k: int) -> None:
+    """n = 2500 points fill several 1024-row cells of the default symmetric search (spatial
+    order, diagonal top-m, thresholded tiles both ways, last block of 452 rows)."""
+    X = embedded("tanh", 5, n=2500, seed=4)
+    distances = np.concatenate([np.linalg.norm(X[i:i + 50, None, :] - X[None, :, :], axis=2)
+                                for i in range(0, len(X), 50)])  # in slices: 100 MB at a time
+    np.fill_diagonal(distances, np.inf)
+    ref_indices = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    ref_distances = np.take_along_axis(distances, ref_indices, axis=1)
+    distances, indices = nearest_neighbors(torch.as_tensor(X), k)
+    np.testing.assert_array_equal(indices.numpy(), ref_indices)
+    np.testing.assert_allclose(distances.numpy(), ref_distances, rtol=1e-12)

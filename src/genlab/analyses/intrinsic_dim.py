@@ -142,6 +142,10 @@ float32, small enough to stay in cache between the matrix product and the pass o
 CPU_GROUP = 16
 """Columns per group in the cheap first pass over a tile (see :func:`_tiled_smallest`)."""
 
+CPU_CELL = 1024
+"""Rows per block, and columns per tile, of the symmetric float32 search on the CPU
+(:func:`_symmetric_smallest`): 4 MiB tiles."""
+
 CPU_FIRST_COLUMNS = 256
 """Columns of the first tile of each row block on the CPU, whose k smallest scores (a full
 top-k, the expensive selection) set the rows' first thresholds."""
@@ -244,6 +248,174 @@ def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, 
     return best_values, best_indices
 
 
+def _symmetric_smallest(X: Tensor, m: int) -> tuple[Tensor, Tensor]:
+    """The m smallest float32 squared distances ‖x − y‖² of every row x of ``X`` (float64, on
+    the CPU) to the other rows y: (values, indices), each (n, m), in no order within a row.
+
+    Each tile of the distance matrix serves two searches (its rows' and its columns'), so only
+    the tiles on and above the diagonal are computed: half the matrix products of a row-by-row
+    search. The rows are first put in a spatial order (:func:`_spatial_order`), so that each
+    block of :data:`CPU_CELL` consecutive rows is a compact cell of the data holding many of its
+    own rows' neighbours, then cut into such blocks (each of at least m + 1 rows). Each diagonal
+    tile (the diagonal masked) sets its rows' first thresholds just above the m-th smallest of
+    the minima of its column groups, at or below which lie at least m entries, and its entries
+    below them are the first candidates (a full top-m where the tile has fewer than m groups);
+    the m-th smallest of the group minima costs a sixteenth of a full top-m. Then, for each
+    block in turn, the columns after it, :data:`CPU_CELL` at a time, are scored as ‖x‖² + ‖y‖² −
+    2x·y by one float32 matrix product of the data augmented with their squared norms, and each
+    tile is compared both with its rows' thresholds and (transposed) with its columns', in
+    groups of :data:`CPU_GROUP` as in :func:`_tiled_smallest`; the few entries below a threshold
+    are merged into the running m smallest of their row, which lowers the threshold. An entry is
+    left out only when it is not below its row's threshold, which is at least the row's final
+    m-th smallest: every left-out value is at least the largest kept one. Memory: the float32
+    data twice (augmented), the running m smallest of every row, and one tile.
+    """
+    n = X.shape[0]
+    device = X.device
+    rows = max(CPU_CELL, m + 1)
+    X32 = X.to(torch.float32)
+    order = _spatial_order(X32, rows)
+    X32 = X32.index_select(0, order)
+    ones = torch.ones(n, 1, dtype=X32.dtype, device=device)
+    squares = X32.double().square().sum(dim=1, keepdim=True).float()
+    left = torch.cat([X32, squares, ones], dim=1)  # left·right = ‖x‖² + ‖y‖² − 2x·y
+    right = torch.cat([X32 * -2, ones, squares], dim=1)
+    del X32
+    starts = list(range(0, n, rows))
+    if len(starts) > 1 and n - starts[-1] < m + 1:
+        starts.pop()  # the last block joins the one before it, so every block has m + 1 rows
+    bounds = list(zip(starts, starts[1:] + [n], strict=True))
+    best_values = torch.empty(n, m, dtype=left.dtype, device=device)
+    best_indices = torch.empty(n, m, dtype=torch.long, device=device)
+    thresholds = torch.empty(n, dtype=left.dtype, device=device)
+    state = (best_values, best_indices, thresholds)
+    widest = max(hi - lo for lo, hi in bounds)
+    buffer = torch.empty(widest * max(widest, rows), dtype=left.dtype, device=device)
+    for lo, hi in bounds:
+        b = hi - lo
+        tile = torch.mm(left[lo:hi], right[lo:hi].T, out=buffer[:b * b].view(b, b))
+        tile.fill_diagonal_(math.inf)
+        if b % CPU_GROUP or b // CPU_GROUP < m:
+            values, indices = tile.topk(m, dim=1, largest=False, sorted=False)
+            best_values[lo:hi], best_indices[lo:hi] = values, indices + lo
+            thresholds[lo:hi] = values.amax(dim=1)
+            continue
+        # m groups of columns have minima ≤ the m-th smallest group minimum t, so at least m
+        # entries are ≤ t: starting from no candidates and the threshold just above t, the
+        # thresholded pass keeps every entry ≤ t (at least m), the top-m on group minima being
+        # CPU_GROUP times cheaper than on the tile
+        lows = torch.amin(tile.view(b, CPU_GROUP, b // CPU_GROUP), dim=1)
+        highest = lows.topk(m, dim=1, largest=False, sorted=False).values.amax(dim=1)
+        thresholds[lo:hi] = torch.nextafter(highest, torch.tensor(math.inf, dtype=left.dtype))
+        best_values[lo:hi] = math.inf
+        best_indices[lo:hi] = lo
+        _merge_below(tile, lo, lo, state)
+    for lo, hi in bounds:
+        b = hi - lo
+        for c_lo in range(hi, n, rows):
+            c_hi = min(n, c_lo + rows)
+            w = c_hi - c_lo
+            tile = torch.mm(left[lo:hi], right[c_lo:c_hi].T, out=buffer[:b * w].view(b, w))
+            _merge_below(tile, lo, c_lo, state)  # for the block's rows
+            _merge_below(tile.T, c_lo, lo, state)  # for the rows c_lo..c_hi − 1
+    values = torch.empty_like(best_values).index_copy_(0, order, best_values)
+    indices = torch.empty_like(best_indices).index_copy_(
+        0, order, order.index_select(0, best_indices.view(-1)).view(n, m))
+    return values, indices
+
+
+def _spatial_order(X: Tensor, leaf: int) -> Tensor:
+    """A permutation of the rows of ``X`` that puts nearby points close together: the rows are
+    split recursively at the median of their projection on the leading principal direction
+    (a few power iterations), at a multiple of ``leaf`` rows, until at most ``leaf`` are left,
+    so that each block of ``leaf`` consecutive rows is one spatially compact cell."""
+    n = X.shape[0]
+    order = torch.arange(n, device=X.device)
+    segments = [(0, n)]
+    while segments:
+        lo, hi = segments.pop()
+        if hi - lo <= leaf:
+            continue
+        members = order[lo:hi]
+        points = X.index_select(0, members)
+        points -= points.mean(dim=0)
+        direction = points[int(points.square().sum(dim=1).argmax())]
+        for _ in range(3):
+            direction = points.T @ (points @ direction)
+            direction /= direction.norm().clamp_min(1e-30)
+        order[lo:hi] = members.index_select(0, (points @ direction).argsort())
+        mid = lo + leaf * math.ceil((hi - lo) / leaf / 2)
+        segments += [(lo, mid), (mid, hi)]
+    return order
+
+
+def _merge_below(tile: Tensor, row0: int, col0: int, state: tuple[Tensor, Tensor, Tensor]
+                 ) -> None:
+    """Merge the entries of ``tile`` (rows row0.., columns col0.. of the distance matrix; it may
+    be a transposed view) below their row's threshold into the running smallest of the rows."""
+    best_values, best_indices, thresholds = state
+    b, w = tile.shape
+    device = tile.device
+    threshold = thresholds[row0:row0 + b]
+    row_stride, col_stride = tile.stride()  # (w, 1), or (1, b) for a transposed tile
+    if w % CPU_GROUP == 0 and w >= CPU_GROUP:
+        # the minimum of each group of columns j + t·stride (t < CPU_GROUP); only the groups
+        # whose minimum is below the row's threshold are read
+        stride = w // CPU_GROUP
+        if row_stride >= col_stride:
+            lows = torch.amin(tile.view(b, CPU_GROUP, stride), dim=1)  # (b, stride)
+        else:  # reduce over whole rows of the stored tile: contiguous, vectorised
+            lows = torch.amin(tile.T.view(CPU_GROUP, stride, b), dim=0).T.contiguous()
+        groups = torch.lt(lows, threshold[:, None]).nonzero()  # (row, j), row-major
+        if groups.shape[0] == 0:
+            return
+        group_rows, group_cols = groups[:, 0], groups[:, 1]
+        # the members' positions in the stored (contiguous) tile, read in one index_select
+        first = group_rows * row_stride + group_cols * col_stride
+        step = torch.arange(0, CPU_GROUP * stride * col_stride, stride * col_stride,
+                            device=device)
+        stored = (tile if row_stride >= col_stride else tile.T).reshape(-1)  # a view
+        read = stored.index_select(0, (first[:, None] + step).view(-1)).view(-1, CPU_GROUP)
+        below = read < threshold.index_select(0, group_rows)[:, None]
+        which, member = below.nonzero().unbind(1)  # by group, so by row
+        hit_rows = group_rows.index_select(0, which)
+        hit_cols = group_cols.index_select(0, which) + member * stride
+        hit_values = read.view(-1).index_select(0, which * CPU_GROUP + member)
+    else:
+        hits = torch.lt(tile, threshold[:, None]).nonzero()
+        if hits.shape[0] == 0:
+            return
+        hit_rows, hit_cols = hits[:, 0], hits[:, 1]
+        hit_values = tile[hit_rows, hit_cols]
+    # hit_rows ascending: merge them into the running smallest of those rows only
+    targets, inverse, counts = torch.unique_consecutive(hit_rows, return_inverse=True,
+                                                        return_counts=True)
+    spread = int(counts.max())
+    slots = (torch.arange(hit_rows.numel(), device=device)
+             + (inverse * spread - (counts.cumsum(0) - counts).index_select(0, inverse)))
+    r = targets.numel()
+    new_values = torch.full((r * spread,), math.inf, dtype=tile.dtype, device=device)
+    new_values.index_copy_(0, slots, hit_values)
+    new_indices = torch.zeros(r * spread, dtype=torch.long, device=device)
+    new_indices.index_copy_(0, slots, hit_cols + col0)
+    targets += row0
+    m = best_values.shape[1]
+    merged, keep = torch.cat([best_values.index_select(0, targets),
+                              new_values.view(r, spread)], dim=1).topk(
+        m, dim=1, largest=False, sorted=False)
+    indices = torch.cat([best_indices.index_select(0, targets),
+                         new_indices.view(r, spread)], dim=1).gather(1, keep)
+    best_values.index_copy_(0, targets, merged)
+    best_indices.index_copy_(0, targets, indices)
+    thresholds.index_copy_(0, targets, merged.amax(dim=1))
+
+
+def _screen_width(k: int) -> int:
+    """Candidates kept per row by the float32 screen of :func:`nearest_neighbors`: k plus a
+    margin (a quarter of k, at least 4, at most k + 2) for the exactness test to pass on."""
+    return k + min(k + 2, max(4, k // 4))
+
+
 def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
     """The k nearest neighbours of every row of ``X`` among the other rows.
 
@@ -262,14 +434,16 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     less than the product form's rounding.
 
     Float64 data on the CPU are first screened in float32 (twice the matrix-product speed): the
-    m = 2k + 2 smallest float32 scores of each row are kept, their distances recomputed in
-    float64 from the differences, and the k nearest of them are accepted only if the k-th is
-    provably closer than any point left out: every left-out score is at least the largest kept
-    one, and a float32 score is within 2(D + 10)·2⁻²⁴·(‖x‖ + max‖y‖)² of the exact one (input
-    rounding plus a length-(D + 2) dot product's rounding, with a factor 2 to spare), so the
-    accepted set is the exact k nearest up to float64 rounding. Rows that fail the test (near
-    ties at the boundary, duplicates, data beyond float32's range) are searched again in float64
-    as above.
+    m = k + min(k + 2, max(4, ⌊k/4⌋)) smallest float32 squared distances of each row are kept
+    (:func:`_screen_width`; with ``chunk_size`` None by the symmetric search
+    :func:`_symmetric_smallest`, which computes each distance tile once for two rows' searches,
+    otherwise row block by row block as above), their distances recomputed in float64 from the
+    differences, and the k nearest of them are accepted only if the k-th is provably closer than
+    any point left out: every left-out value is at least the largest kept one, and a float32
+    value is within 2(D + 12)·2⁻²⁴·(‖x‖ + max‖y‖)² of the exact one (input rounding plus a
+    length-(D + 2) dot product's rounding, with a factor 2 to spare), so the accepted set is the
+    exact k nearest up to float64 rounding. Rows that fail the test (near ties at the boundary,
+    duplicates, data beyond float32's range) are searched again in float64 as above.
     """
     n = X.shape[0]
     if not 1 <= k < n:
@@ -287,11 +461,13 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     radius = float(norms.max())
     screen = cpu and X.dtype == torch.float64 and 2.0**-40 < radius < 2.0**40
     if screen:
-        m = min(n - 1, 2 * k + 2)
-        X32 = X.to(torch.float32)
-        squares32 = X32.double().square().sum(dim=1).float()
-        slack32 = 2 * (X.shape[1] + 10) * 2.0**-24
+        m = min(n - 1, _screen_width(k))
+        slack32 = 2 * (X.shape[1] + 12) * 2.0**-24
         slack64 = 8 * (X.shape[1] + 10) * 2.0**-53
+    symmetric = screen and chunk_size is None
+    X32 = squares32 = None
+    if symmetric:  # every row's candidates at once, each distance tile serving two rows' search
+        all_values, all_candidates = _symmetric_smallest(X, m)
     gather_buffer = torch.empty(min(rows, n) * (m if screen else k) * X.shape[1], dtype=X.dtype,
                                 device=X.device)  # reused by every row block
     all_distances, all_indices = [], []
@@ -299,13 +475,20 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
         block = X[start:start + rows]
         row_ids = torch.arange(start, start + block.shape[0], device=X.device)
         if screen:
-            values, indices = _tiled_smallest(X32[start:start + rows], row_ids, X32, squares32,
-                                              m, cols, max(first, m + 1))
+            own = slice(start, start + block.shape[0])
+            if symmetric:  # values: squared distances
+                values, indices = all_values[own], all_candidates[own]
+                left_out = values.max(dim=1).values.double()
+            else:  # values: squared distances less the row's squared norm
+                if X32 is None:
+                    X32 = X.to(torch.float32)
+                    squares32 = X32.double().square().sum(dim=1).float()
+                values, indices = _tiled_smallest(X32[own], row_ids, X32, squares32, m, cols,
+                                                  max(first, m + 1))
+                left_out = squares[own] + values.max(dim=1).values.double()
             exact = _distances(block, X, indices, gather_buffer)
             kth = exact.kthvalue(k, dim=1).values
-            own = slice(start, start + block.shape[0])
-            left_out = (squares[own] + values.max(dim=1).values.double()
-                        - slack32 * (norms[own] + radius) ** 2 - 2.0**-100)
+            left_out = left_out - slack32 * (norms[own] + radius) ** 2 - 2.0**-100
             unsafe = ~(kth.square() * (1 + slack64) < left_out)  # NaN counts as unsafe
             if bool(unsafe.any()):
                 redo = unsafe.nonzero().reshape(-1)
