@@ -178,15 +178,15 @@ def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, 
     ``X`` is read in column tiles (:func:`_column_tiles`). The first tile's k smallest scores
     per row come from a full top-k and the largest of them is the row's threshold; every later
     tile is only compared with the thresholds, and the few entries below them are merged into
-    the running k smallest, which lowers the thresholds. A top-k costs some 20 times a
-    comparison per entry on the CPU; with the columns in random order, a tile w wide after j
-    columns seen holds about k·w/j entries below the thresholds, so tiles grow no faster than
-    the columns seen (:func:`_column_tiles`) and a row meets O(k·log(n/first)) entries to merge
-    in all (243 a row for k = 42, n = 20k on the benchmark's data). Tiles whose width is a
-    multiple of :data:`CPU_GROUP` are first reduced to the minima of column groups, and only
-    the groups whose minimum is below the threshold are read. An entry is left out only when it
-    is not below a threshold, which is at least the final k-th smallest: every left-out score is
-    at least the largest kept one.
+    the running k smallest (:func:`_merge_below`), which lowers the thresholds. A top-k costs
+    some 20 times a comparison per entry on the CPU; with the columns in random order, a tile w
+    wide after j columns seen holds about k·w/j entries below the thresholds, so tiles grow no
+    faster than the columns seen (:func:`_column_tiles`) and a row meets O(k·log(n/first))
+    entries to merge in all (243 a row for k = 42, n = 20k on the benchmark's data). Tiles whose
+    width is a multiple of :data:`CPU_GROUP` are first reduced to the minima of column groups,
+    and only the groups whose minimum is below the threshold are read. An entry is left out only
+    when it is not below a threshold, which is at least the final k-th smallest: every left-out
+    score is at least the largest kept one.
     """
     n, b = X.shape[0], block.shape[0]
     device, dtype = X.device, X.dtype
@@ -195,8 +195,7 @@ def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, 
     tiles = _column_tiles(n, lowest, first, cols)
     widest = max(hi - lo for lo, hi in tiles)
     scores_buffer = torch.empty(b * widest, dtype=dtype, device=device)  # reused by every tile
-    below_buffer = torch.empty(b * widest, dtype=torch.bool, device=device)
-    best_values = best_indices = threshold = None
+    state = None  # (best_values, best_indices, thresholds) once the first tile is read
     for lo, hi in tiles:
         width = hi - lo
         scores = torch.addmm(squares[None, lo:hi], block, X[lo:hi].T, alpha=-2,
@@ -205,46 +204,12 @@ def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, 
             own = row_ids - lo
             inside = (own >= 0) & (own < width)
             scores[local[inside], own[inside]] = math.inf
-        if best_values is None:  # the first tile: width ≥ k, as first ≥ k + 1 or n ≤ first
+        if state is None:  # the first tile: width ≥ k, as first ≥ k + 1 or n ≤ first
             best_values, best_indices = scores.topk(k, dim=1, largest=False, sorted=False)
             best_indices += lo
-            threshold = best_values.amax(dim=1, keepdim=True)
+            state = (best_values, best_indices, best_values.amax(dim=1))
             continue
-        if width % CPU_GROUP == 0:
-            # the minimum of each group of columns lo + j + t·stride (t < CPU_GROUP), a cheap
-            # vectorised pass; only the groups whose minimum is below the row's threshold are read
-            stride = width // CPU_GROUP
-            lows = torch.amin(scores.view(b, CPU_GROUP, stride), dim=1)  # (b, stride)
-            groups = torch.lt(lows, threshold).view(-1).nonzero().view(-1)  # row-major
-            if groups.numel() == 0:
-                continue
-            group_rows = torch.div(groups, stride, rounding_mode="floor")
-            members = ((groups + group_rows * (width - stride))[:, None]
-                       + torch.arange(0, width, stride, device=device))  # (groups, CPU_GROUP)
-            members = members.view(-1)
-            read = scores.view(-1).index_select(0, members).view(-1, CPU_GROUP)
-            below = read < threshold.view(-1).index_select(0, group_rows)[:, None]
-            hits = members.index_select(0, below.view(-1).nonzero().view(-1))
-        else:
-            below = torch.lt(scores, threshold, out=below_buffer[:b * width].view(b, width))
-            hits = below.view(-1).nonzero().view(-1)
-        if hits.numel() == 0:
-            continue
-        # hits: positions in the tile, grouped by row in increasing row order
-        hit_rows = torch.div(hits, width, rounding_mode="floor")
-        counts = torch.bincount(hit_rows, minlength=b)
-        spread = int(counts.max())
-        slots = (torch.arange(hits.numel(), device=device)
-                 + (hit_rows * spread - (counts.cumsum(0) - counts).index_select(0, hit_rows)))
-        new_values = torch.full((b * spread,), math.inf, dtype=dtype, device=device)
-        new_values.index_copy_(0, slots, scores.view(-1).index_select(0, hits))
-        new_indices = torch.zeros(b * spread, dtype=torch.long, device=device)
-        new_indices.index_copy_(0, slots, hits - hit_rows * width + lo)
-        new_values, new_indices = new_values.view(b, spread), new_indices.view(b, spread)
-        best_values, keep = torch.cat([best_values, new_values], dim=1).topk(
-            k, dim=1, largest=False, sorted=False)
-        best_indices = torch.cat([best_indices, new_indices], dim=1).gather(1, keep)
-        threshold = best_values.amax(dim=1, keepdim=True)
+        _merge_below(scores, 0, lo, state)
     return best_values, best_indices
 
 
