@@ -260,50 +260,41 @@ def _decide(key: str, verdicts: Mapping[str, bool | None], numbers: dict[str, An
                        numbers=numbers, citation=CITATION, criterion=criterion)
 
 
-def _final_state_claim(key: str, runs: list[Mapping[str, Any]],
-                       judge: Callable[[Mapping[str, Any]], tuple[bool, dict[str, Any]]]
-                       ) -> ClaimResult:
-    """A claim on the final state, judged by ``judge`` (verdict, numbers) in every run that
-    reached the terminal phase."""
+Judgement = str | tuple[bool, dict[str, Any]]
+"""A run's verdict on a claim with the numbers behind it, or why the run cannot decide it."""
+
+
+def _per_run_claim(key: str, runs: list[Mapping[str, Any]], trend: bool,
+                   judge: Callable[[Mapping[str, Any]], Judgement]) -> ClaimResult:
+    """A claim judged by ``judge`` in every run that can decide it (see :func:`_unchecked`;
+    ``trend``: the claim needs enough tracked steps in the terminal phase)."""
     verdicts: dict[str, bool | None] = {}
     numbers: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     for m in runs:
         label = _label(m)
-        if (reason := _unchecked(m, trend=False)) is not None:
-            verdicts[label], reasons[label] = None, reason
-            continue
-        verdicts[label], numbers[label] = judge(m)
+        judgement = _unchecked(m, trend) or judge(m)
+        if isinstance(judgement, str):
+            verdicts[label], reasons[label] = None, judgement
+        else:
+            verdicts[label], numbers[label] = judgement
     return _decide(key, verdicts, numbers, reasons)
 
 
 def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
     runs = sorted(metrics.values(), key=lambda m: m["seed"])
-    claims = []
-    for key in ("nc1", "nc3"):
-        verdicts: dict[str, bool | None] = {}
-        numbers: dict[str, Any] = {}
-        reasons: dict[str, str] = {}
-        for m in runs:
-            label = _label(m)
-            reason = _unchecked(m, trend=True)
-            rho = None if reason else m[f"spearman_{key}"]
-            if reason is None and rho is None:
-                reason = f"{key} constant over the terminal phase"
-            if reason is not None:
-                verdicts[label], reasons[label] = None, reason
-                continue
-            verdicts[label] = rho <= SPEARMAN_MAX
-            numbers[label] = {"spearman": rho, "tpt_step": m["tpt_step"],
-                              "tpt_points": m["tpt_points"],
-                              f"{key}_at_tpt_start": m[f"tpt_start_{key}"],
-                              f"{key}_final": m[f"final_{key}"]}
-        claims.append(_decide(key, verdicts, numbers, reasons))
 
-    claims.append(_final_state_claim("nc4", runs, lambda m: (
-        m["final_nc4"] <= NC4_MAX, {"final_nc4": m["final_nc4"]})))
+    def falls(key: str) -> Callable[[Mapping[str, Any]], Judgement]:
+        def judge(m: Mapping[str, Any]) -> Judgement:
+            rho = m[f"spearman_{key}"]
+            if rho is None:
+                return f"{key} constant over the terminal phase"
+            return rho <= SPEARMAN_MAX, {
+                "spearman": rho, "tpt_step": m["tpt_step"], "tpt_points": m["tpt_points"],
+                f"{key}_at_tpt_start": m[f"tpt_start_{key}"], f"{key}_final": m[f"final_{key}"]}
+        return judge
 
-    def angle(m: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
+    def angle(m: Mapping[str, Any]) -> Judgement:
         # The mean cosine alone cannot fail here: it is near -1/(C-1) at initialisation already
         # (see the module doc), so the cosines must also have become more equal during the TPT.
         target = -1.0 / (m["n_classes"] - 1)
@@ -317,8 +308,13 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
             "final_nc2_equiangular": m["final_nc2_equiangular"],
             "spearman_nc2_equiangular": m["spearman_nc2_equiangular"]}
 
-    claims.append(_final_state_claim("nc2_angle", runs, angle))
-    return claims
+    return [
+        _per_run_claim("nc1", runs, True, falls("nc1")),
+        _per_run_claim("nc3", runs, True, falls("nc3")),
+        _per_run_claim("nc4", runs, False, lambda m: (
+            m["final_nc4"] <= NC4_MAX, {"final_nc4": m["final_nc4"]})),
+        _per_run_claim("nc2_angle", runs, False, angle),
+    ]
 
 
 def summarize(config: CollapseConfig, metrics: Mapping[str, Mapping[str, Any]],
