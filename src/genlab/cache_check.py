@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from genlab.sync import run_dvc
 
 DIR_SUFFIX = ".dir"  # a folder output's object: the JSON listing of its files' md5s
 
@@ -119,8 +120,7 @@ def verify_cache(root: str | Path, repair: bool = False) -> int:
         return 1
     for path in (*report.damaged, *report.affected):
         _remove(path)
-    proc = subprocess.run([sys.executable, "-m", "dvc", "pull"], cwd=root, capture_output=True,
-                          text=True)
+    proc = run_dvc(root, "pull")
     if proc.returncode != 0:
         print(f"genlab verify-cache: deleted them, but `dvc pull` failed:\n{proc.stderr.strip()}",
               file=sys.stderr)

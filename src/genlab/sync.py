@@ -26,13 +26,14 @@ def _run(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=root, capture_output=True, text=True)
 
 
-def _dvc(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dvc", *args]
+def run_dvc(root: str | Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``dvc ARGS`` in ``root`` by the interpreter running genlab (its DVC, not PATH's)."""
+    return _run([sys.executable, "-m", "dvc", *args], Path(root))
 
 
 def dvc_status(root: str | Path) -> dict:
     """``dvc status`` as a dict: empty when every stage is up to date."""
-    proc = _run(_dvc("status", "--json"), Path(root))
+    proc = run_dvc(root, "status", "--json")
     if proc.returncode != 0:
         raise SyncError(f"dvc status failed:\n{proc.stderr.strip()}")
     return json.loads(proc.stdout or "{}")
@@ -48,7 +49,7 @@ def record_in_dvc(root: str | Path) -> None:
     # checks params.yaml at parse time instead. DVC still lists the gate's stamp as a dependency
     # of every stage and refuses to commit a stage whose dependency is missing, so write it now
     # by running the gate itself (it validates the same file, in about a second).
-    for gate in (j for j in jobs if j.meta.get("gate")):
+    for gate in (j for j in jobs if j.gate):
         if not all((root / o).exists() for o in gate.outs):
             argv = shlex.split(gate.cmd)
             if argv[0] == "python":  # the interpreter running us, not whichever is on PATH
@@ -59,7 +60,7 @@ def record_in_dvc(root: str | Path) -> None:
     done = [j.stage for j in jobs if all((root / o).exists() for o in j.outs)]
     if not done:
         return
-    proc = _run(_dvc("commit", "--force", "--quiet", *done), root)
+    proc = run_dvc(root, "commit", "--force", "--quiet", *done)
     if proc.returncode != 0:
         raise SyncError(f"dvc commit failed:\n{proc.stderr.strip()}")
 
