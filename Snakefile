@@ -4,10 +4,19 @@
 #   snakemake --profile workflow/profiles/slurm   the same on a SLURM cluster
 
 from genlab.config import load_params
+from genlab.dag import local_gpu_slots, stages_use_cuda
 from genlab.sync import record_in_dvc
 
 # Validates params.yaml at parse time: an invalid file stops here, before any job runs.
 PARAMS = load_params("params.yaml")
+
+# GPUs. The torch stages ask for resource gpu=1 when they will run on CUDA (ON_CUDA; see
+# genlab.dag.stage_resources). Run locally (no --jobs/executor), at most one of them per visible
+# device runs at a time, each on its own device (genlab.device.resolve_device); `--resources
+# gpu=N` on the command line overrides the cap. On a cluster the scheduler hands out the GPUs.
+ON_CUDA = stages_use_cuda(PARAMS.runtime.device)
+if ON_CUDA and workflow.resource_settings.nodes is None and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", local_gpu_slots())
 
 
 include: "workflow/rules/from_dvc.smk"

@@ -12,7 +12,9 @@ makes a rule of, so the two engines cannot drift apart:
   the folder (Snakemake cannot depend on part of another rule's folder; DVC can, and does).
 - DVC ``params`` become Snakemake ``params`` holding their *values*, since Snakemake notices a
   settings change only through a rule's params.
-- ``meta`` carries what only Snakemake uses: ``threads``, ``resources``, ``log``. A stage with
+- ``meta`` carries what only Snakemake uses: ``threads``, ``resources``, ``log``. The torch
+  stages declare ``resources: {gpu: 1}``; a rule asks for it only when those stages will run on
+  CUDA (:func:`stage_resources`). A stage with
   ``meta: {gate: true}`` (the params check) runs in both engines, but only DVC orders stages
   behind it: Snakemake validates params.yaml at parse time, and a gate's fresh mtime would make
   it rerun everything.
@@ -124,6 +126,47 @@ def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[
         else:
             inputs.append(dep)
     return inputs
+
+
+def stages_use_cuda(device_choice: str) -> bool:
+    """Whether the torch stages will run on CUDA, judged where the workflow is scheduled.
+
+    ``cuda``: yes, even on a machine without a GPU (a SLURM login node submits GPU jobs it cannot
+    run itself); ``cpu``: no; ``auto``: if torch sees a GPU here. Without NVIDIA device nodes
+    (Linux /dev/nvidia*, WSL2's /dev/dxg) torch cannot see one, and importing torch to ask would
+    add ~2 s to every Snakemake start on the CPU machines most runs use.
+    """
+    if device_choice != "auto":
+        return device_choice == "cuda"
+    if not (any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/dxg").exists()):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def local_gpu_slots() -> int:
+    """How many torch jobs may run at once on this machine's GPUs: one per visible device."""
+    import torch
+
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise RuntimeError("runtime.device is 'cuda' but torch sees no CUDA device on this "
+                           "machine: set it to 'auto' or 'cpu', or submit the workflow to a GPU "
+                           "cluster (workflow/profiles/slurm)")
+    return count
+
+
+def stage_resources(job: Job, on_cuda: bool) -> dict[str, Any]:
+    """The job's Snakemake resources from its ``meta``, with ``gpu`` zeroed off CUDA.
+
+    A CPU run must not hold GPU slots: SLURM's executor plugin turns ``gpu=N`` into
+    ``--gpus=N``, which a CPU-only partition rejects or never schedules.
+    """
+    resources = dict(job.meta.get("resources", {}))
+    if "gpu" in resources and not on_cuda:
+        resources["gpu"] = 0
+    return resources
 
 
 def snakemake_params(job: Job) -> dict[str, Any]:

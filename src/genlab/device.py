@@ -2,16 +2,73 @@
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
 import torch
+
+log = logging.getLogger(__name__)
+
+# Open lock files of the GPUs this process has claimed; a claim lasts until the process exits.
+_CLAIMS: list[int] = []
 
 
 def resolve_device(choice: str = "auto") -> torch.device:
-    """``auto``: CUDA when present, else CPU. ``cuda`` without a GPU is an error, not a fallback."""
+    """``auto``: CUDA when present, else CPU. ``cuda`` without a GPU is an error, not a fallback.
+
+    With several GPUs visible, the stage takes one that no other genlab process holds
+    (:func:`claim_device`), so that Snakemake's cap of one torch job per device (the Snakefile)
+    spreads the jobs over the devices instead of stacking them all on the first.
+    """
     if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if choice == "cuda" and not torch.cuda.is_available():
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice != "cuda":
+        return torch.device(choice)
+    if not torch.cuda.is_available():
         raise RuntimeError("runtime.device is 'cuda' but torch sees no CUDA device")
-    return torch.device(choice)
+    count = torch.cuda.device_count()
+    index = 0
+    if count > 1:
+        uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
+        claimed = claim_device(uuids, Path(tempfile.gettempdir()))
+        if claimed is None:
+            log.warning("all %d CUDA devices are held by other genlab processes; sharing cuda:0",
+                        count)
+        else:
+            index = claimed
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def claim_device(uuids: Sequence[str], lock_dir: Path) -> int | None:
+    """Index of the first device in ``uuids`` that no other process has claimed, or None.
+
+    A claim is an exclusive ``flock`` on ``lock_dir/genlab-gpu-<uuid>.lock``, kept until this
+    process exits (the kernel drops it even when the process is killed, so nothing stale is left
+    to clean up). Locks are keyed by the device's UUID, not its index, because indices are
+    relative to each process's CUDA_VISIBLE_DEVICES. The file is opened read-only, so a lock file
+    another user created can still be locked.
+    """
+    for index, uuid in enumerate(uuids):
+        fd = os.open(lock_dir / f"genlab-gpu-{uuid}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _CLAIMS.append(fd)
+        return index
+    return None
+
+
+def release_devices() -> None:
+    """Drop this process's device claims (for tests; a stage keeps its claim until it exits)."""
+    while _CLAIMS:
+        os.close(_CLAIMS.pop())
 
 
 def configure_torch(threads: int, deterministic: bool = True) -> None:

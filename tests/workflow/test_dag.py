@@ -120,11 +120,24 @@ def test_gate_guards_every_stage_in_dvc(engines) -> None:
 
 
 def test_resources_come_from_meta(engines) -> None:
+    """Declared resources reach the rules; `gpu` only where the stages will run on CUDA (the ci
+    preset's runtime.device is auto; tests/workflow/test_gpu_resources.py covers cuda and cpu)."""
+    import torch
+
     snake, dvc, _ = engines
     for stage, st in dvc.items():
-        want = st["meta"].get("resources", {})
+        want = dict(st["meta"].get("resources", {}))
+        if "gpu" in want and not torch.cuda.is_available():
+            want["gpu"] = 0
         got = snake[rule_name(stage)]["resources"]
         assert {k: got.get(k) for k in want} == want, stage
+
+
+def test_exactly_the_torch_stages_declare_a_gpu(engines) -> None:
+    _, dvc, _ = engines
+    for stage, st in dvc.items():
+        torch_stage = st["cmd"].split()[3] in ("train", "analyze")  # python -m genlab <command>
+        assert st["meta"].get("resources", {}).get("gpu") == (1 if torch_stage else None), stage
 
 
 def test_paths_follow_genlab_paths(engines) -> None:

@@ -1,7 +1,8 @@
 # One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.dag).
 # Directives in the house order: input, output, params, log, threads, resources, conda, shell.
 
-from genlab.dag import dvc_jobs, is_folder_output, snakemake_inputs, snakemake_params
+from genlab.dag import (dvc_jobs, is_folder_output, snakemake_inputs, snakemake_params,
+                        stage_resources)
 
 DVC_JOBS = dvc_jobs(workflow.basedir)
 
@@ -23,7 +24,7 @@ for _job in DVC_JOBS:
             _job.log,
         threads: _job.meta.get("threads", 1)
         resources:
-            **_job.meta.get("resources", {}),
+            **stage_resources(_job, ON_CUDA),
         conda:
             "../envs/genlab.yaml"
         shell:
