@@ -58,8 +58,10 @@ def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str,
                                                          "analyses"})
         block = getattr(config.analyses, stage).model_dump(mode="json")
         return {**recipe, f"analyses.{stage}": block}
-    if stage == "train":
-        settings = config.model_dump(mode="json", exclude={"runs", "description", "analyses"})
+    if stage == "train":  # not what only the report reads (a study's REPORT_ONLY fields)
+        report_only = set(getattr(config, "REPORT_ONLY", ()))
+        settings = config.model_dump(mode="json", exclude={"runs", "description", "analyses",
+                                                           *report_only})
         if run is None:  # a group stage: the whole sweep
             return {**settings, "runs": config.model_dump(mode="json")["runs"]}
         return {**settings, "run": config.runs[run].model_dump(mode="json")}

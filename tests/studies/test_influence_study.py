@@ -164,11 +164,25 @@ def test_tiny_runs_end_to_end() -> None:
     assert isinstance(summary.table, pa.Table)
     data = json.loads(dumps_json(summary.data))
     (example,) = data["examples"]["mlp-s0"]
+    assert example["test_id"] == metrics["mlp-s0"]["test_ids_by_loss"][0]
     assert len(example["proponents"]) == 5 and example["proponents"][0]["exact"] <= 0
     assert example["opponents"][0]["exact"] >= example["opponents"][-1]["exact"]
+    # how many test points the report shows is chosen at aggregation, from the same runs
+    more = SPEC.summarize(config(shown_test_points=3), metrics,
+                          {k: r.history for k, r in results.items()})
+    assert [e["test_id"] for e in json.loads(dumps_json(more.data))["examples"]["mlp-s0"]] == \
+        metrics["mlp-s0"]["test_ids_by_loss"][:3]
     assert len(data["loo_scatter"]["logistic-s0"]["measured"]) == 6 * n_test
     figures = SPEC.figures(data, summary.table)
     assert len(figures) == 4 and all(isinstance(caption, str) for caption, _ in figures)
+
+
+def test_the_shown_test_points_are_not_a_training_setting() -> None:
+    from genlab.cli import stage_settings
+
+    assert stage_settings(config(shown_test_points=1), "train", "mlp-s0") == \
+        stage_settings(config(shown_test_points=3), "train", "mlp-s0")
+    assert "shown_test_points" in stage_settings(config(), "aggregate")
 
 
 def test_a_run_is_deterministic() -> None:

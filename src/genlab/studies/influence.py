@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 import pyarrow as pa
@@ -151,6 +151,8 @@ class InfluenceConfig(FrozenModel):
     ground_truth: GroundTruthSettings
     shown_test_points: int = Field(3, ge=0, le=100, description="Test points (the highest test "
                                    "losses) whose top proponents and opponents the report shows.")
+    # read by the aggregate stage alone: the train stages do not track it (cli.stage_settings)
+    REPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"shown_test_points"})
     runs: dict[Slug, InfluenceRun] = Field(min_length=1, description="One line per run; the key "
                                            "is <model>-s<seed>.")
 
@@ -406,10 +408,11 @@ def train_run(config: InfluenceConfig, run_name: str, dataset: Dataset, device: 
         for truth_name, loo in loos.items():
             row |= {f"{truth_name}_{k}": v for k, v in _agreement(matrix, loo, n).items()}
         per_method[name] = row
-    shown = torch.argsort(test_losses, descending=True)[:config.shown_test_points]
     metrics |= {
         "methods": per_method, "inverse_hvp": solvers, "ground_truth": truth,
-        "shown_test_ids": shown.tolist(),
+        # every test point, highest loss first: the report shows the first shown_test_points
+        # (chosen at aggregation, so changing that number retrains nothing)
+        "test_ids_by_loss": torch.argsort(test_losses, descending=True).tolist(),
         "exact_loo_warm_pearson": per_method["exact"]["loo_warm_pearson"],
         "exact_lds": per_method["exact"]["lds"],
         "grad_dot_lds": per_method["grad_dot"]["lds"],
@@ -534,15 +537,17 @@ def _dense(history: pa.Table, method: str, n_test: int, n_train: int) -> np.ndar
     return out
 
 
-def _examples(metrics: Mapping[str, Any], history: pa.Table, k: int = 5) -> list[dict]:
-    """For each shown test point: the k most helpful (most negative exact score: removing them
-    raises the test loss) and most harmful training points, with every method's score."""
+def _examples(metrics: Mapping[str, Any], history: pa.Table, shown: int, k: int = 5
+              ) -> list[dict]:
+    """For each of the ``shown`` highest-loss test points: the k most helpful (most negative
+    exact score: removing them raises the test loss) and most harmful training points, with
+    every method's score."""
     n_test, n_train = metrics["n_test"], metrics["n_train"]
     names = [m for m in (*METHODS, *GROUND_TRUTHS)
              if m in set(history.column("method").to_pylist())]
     dense = {m: _dense(history, m, n_test, n_train) for m in names}
     out = []
-    for t in metrics.get("shown_test_ids", []):
+    for t in metrics["test_ids_by_loss"][:shown]:
         order = np.argsort(dense["exact"][t], kind="stable")
 
         def rows(ids: np.ndarray, t: int = t) -> list[dict[str, Any]]:
@@ -589,7 +594,8 @@ def summarize(config: InfluenceConfig, metrics: Mapping[str, Mapping[str, Any]],
     table = pa.Table.from_pylist(rows, schema=schema)
     done = {run: m for run, m in sorted(metrics.items()) if "methods" in m}
     data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())},
-            "examples": {run: _examples(m, histories[run]) for run, m in done.items()},
+            "examples": {run: _examples(m, histories[run], config.shown_test_points)
+                         for run, m in done.items()},
             "loo_scatter": {run: _scatter(m, histories[run]) for run, m in done.items()}}
     return Summary(data=data, claims=tuple(check_claims(metrics)), table=table)
 
