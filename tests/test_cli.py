@@ -159,8 +159,10 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
         assert record["threshold"] == pytest.approx((2 + 2 * config.train.momentum)
                                                      / config.train.lr)
         folder = study / "runs" / run
-        model = load_model(json.loads((folder / "model.json").read_text()),
-                           folder / "model.safetensors")
+        spec = json.loads((folder / "model.json").read_text())
+        assert spec["weights_sha256"] == hashlib.sha256(
+            (folder / "model.safetensors").read_bytes()).hexdigest()
+        model = load_model(spec, folder / "model.safetensors")
         labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
         X, y = subsample(torch.from_numpy(dataset.train.x), torch.from_numpy(labels),
                          settings.max_examples, settings.seed)

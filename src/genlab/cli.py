@@ -176,11 +176,14 @@ def _write_run(folder: Path, result: Any, config: Any, run: str, device: str) ->
     from safetensors.torch import save_file
 
     from genlab.io import write_json, write_parquet, write_with
+    from genlab.models.registry import weights_sha256
 
     prov = _provenance(stage_settings(config, "train", run), device, config.runs[run].seed)
     prov["run"] = run
-    write_with(folder / "model.safetensors", lambda tmp: save_file(result.weights, str(tmp)))
-    write_json(folder / "model.json", {**result.model_spec, "provenance": prov})
+    weights = folder / "model.safetensors"
+    write_with(weights, lambda tmp: save_file(result.weights, str(tmp)))
+    write_json(folder / "model.json", {**result.model_spec, "provenance": prov,
+                                       "weights_sha256": weights_sha256(weights)})
     write_parquet(folder / "history.parquet", result.history)
     write_json(folder / "metrics.json", result.metrics)
 

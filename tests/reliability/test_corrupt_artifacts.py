@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import torch
 
 from genlab.cli import main
 from genlab.io import (
@@ -23,7 +24,13 @@ from genlab.io import (
     write_parquet,
     write_text,
 )
-from genlab.models.registry import build_model, load_model, model_spec, save_weights
+from genlab.models.registry import (
+    build_model,
+    load_model,
+    model_spec,
+    save_weights,
+    weights_sha256,
+)
 from genlab.settings import MLPSettings
 
 
@@ -50,6 +57,23 @@ def read(kind: str, path: Path) -> object:
 
 
 FORMATS = ["json", "parquet", "safetensors"]
+
+
+def test_a_flipped_weight_byte_is_refused_where_model_json_records_the_hash(
+        artifacts: dict[str, Path]) -> None:
+    """safetensors has no checksum: a flipped byte inside a tensor loads as another number
+    unless model.json's weights_sha256 (written by every train stage) is checked."""
+    path = artifacts["safetensors"]
+    spec = read_json(path.parent / "model.json")
+    recorded = {**spec, "weights_sha256": weights_sha256(path)}
+    before = load_model(recorded, path).state_dict()
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x10  # inside the last tensor's data, past the JSON header
+    path.write_bytes(bytes(data))
+    silently_other = load_model(spec, path).state_dict()  # no hash recorded: nothing to check
+    assert any(not torch.equal(before[k], silently_other[k]) for k in before)
+    with pytest.raises(ArtifactError, match=f"{path.name}: its sha256 differs"):
+        load_model(recorded, path)
 
 
 @pytest.mark.parametrize("kind", FORMATS)
