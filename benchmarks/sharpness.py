@@ -21,8 +21,13 @@ tanh teacher, n = 500), trained briefly by full-batch GD, and on its untrained c
 Wall times are medians over the random starts (section 1 and 3, after a warm-up) or over repeats
 (section 2, the methods alternating repeat by repeat), at ``--threads`` torch threads.
 
+With ``--device cuda`` the model, data and vectors live on the GPU (random starts are drawn on the
+CPU and moved, so they are the same vectors) and every clock read follows
+``torch.cuda.synchronize()``.
+
     .venv/bin/python benchmarks/sharpness.py            # about a minute on 2 cores
     .venv/bin/python benchmarks/sharpness.py --quick    # a smoke run, about 15 s
+    python3 benchmarks/sharpness.py --device cuda       # the same on the GPU
 """
 
 from __future__ import annotations
@@ -50,6 +55,13 @@ from genlab.settings import MLPSettings, TrainSettings
 from genlab.train.loop import evaluate, loss_value, train_classifier
 
 DTYPE = torch.float64
+DEVICE = torch.device("cpu")  # set by main() from --device
+
+
+def synchronize() -> None:
+    """Wait for the device's queued work, so that a clock read after it counts that work."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 def mse(output: Tensor, target: Tensor) -> Tensor:
@@ -57,8 +69,10 @@ def mse(output: Tensor, target: Tensor) -> Tensor:
 
 
 def seconds(fn: Callable[[], object]) -> float:
+    synchronize()
     start = time.perf_counter()
     fn()
+    synchronize()
     return time.perf_counter() - start
 
 
@@ -72,12 +86,14 @@ class Products:
 
     def reset(self) -> None:
         self.stamps: list[float] = []
+        synchronize()
         self.start = time.perf_counter()
 
     def __call__(self, M: Tensor) -> Tensor:
         columns = []
         for column in M.split(1, dim=1):
             columns.append(self.operator(column))
+            synchronize()
             self.stamps.append(time.perf_counter() - self.start)
         return torch.cat(columns, dim=1)
 
@@ -177,7 +193,7 @@ def dense_top_eigenvalue(net: nn.Module, X: Tensor, y: Tensor, chunk: int = 64) 
     dim = flat.numel()
     rows = []
     for lo in range(0, dim, chunk):
-        eye = torch.eye(dim, dtype=flat.dtype)[lo:lo + chunk]
+        eye = torch.eye(dim, dtype=flat.dtype, device=flat.device)[lo:lo + chunk]
         block = torch.autograd.grad(flat, params, grad_outputs=eye, is_grads_batched=True,
                                     retain_graph=True)
         rows.append(torch.cat([b.reshape(len(eye), -1) for b in block], dim=1))
@@ -187,7 +203,8 @@ def dense_top_eigenvalue(net: nn.Module, X: Tensor, y: Tensor, chunk: int = 64) 
 
 def reference(products: Products, model: nn.Module, net: nn.Module, X: Tensor, y: Tensor,
               steps: int, tol: float, dense_max_params: int, other_start: bool) -> Reference:
-    start = torch.randn(products.dim, generator=torch.Generator().manual_seed(12345), dtype=DTYPE)
+    start = torch.randn(products.dim, generator=torch.Generator().manual_seed(12345),
+                        dtype=DTYPE).to(X.device)
     tridiagonal = lanczos(products, start, steps, tol=tol, k=2)
     values, vectors, _ = ritz_pairs(tridiagonal, 2)
     value, vector = float(values[0, 0]), vectors[0, 0]
@@ -225,9 +242,11 @@ def measure(name: str, model: nn.Module, X: Tensor, y: Tensor, starts: Sequence[
         lam = ref.value
 
         def practical(v0: Tensor) -> Outcome:
+            synchronize()
             start_time = time.perf_counter()
             result = hessian_top_eigenvalues(model, mse, X, y, k=1, max_iter=args.lanczos_cap,
                                              v0=v0, tol=args.rel_err)
+            synchronize()
             return Outcome(result.num_matvecs, time.perf_counter() - start_time,
                            abs(result.eigenvalues[0] / lam - 1))
 
@@ -270,7 +289,7 @@ def product_costs(model: nn.Module, X: Tensor, y: Tensor, repeats: int,
         operator = curvature_operator(net, mse, X64, y)
         params = [p for p in net.parameters() if p.requires_grad]
         v = torch.randn(operator.shape[0], 1, generator=torch.Generator().manual_seed(7),
-                        dtype=DTYPE)
+                        dtype=DTYPE).to(X.device)
 
         def gradient64() -> None:
             net.zero_grad(set_to_none=True)
@@ -382,6 +401,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10, help="repeats of section 2")
     parser.add_argument("--inner", type=int, default=5, help="calls per repeat in section 2")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the model, data and vectors live (default cpu)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 100 points, 50 training steps, 1 start, small caps, "
                         "no cross-check from another start")
@@ -391,15 +412,19 @@ def main() -> None:
         args.lanczos_cap, args.power_cap, args.reference_steps = 64, 150, 60
         args.reference_tol, args.warm_steps = 1e-6, [10]
         args.repeats, args.inner, args.other_start = 3, 2, False
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    global DEVICE
+    DEVICE = device = torch.device(args.device)
     torch.set_num_threads(args.threads)
 
     data = teacher_student(TeacherStudentSettings(
         task="classification", n_classes=args.classes, teacher_hidden=tuple(args.teacher_hidden),
         input_dim=args.dim, n_train=args.n, n_test=args.n, seed=args.seed))
-    X, y, X_test, y_test = (torch.from_numpy(a) for a in (data.train.x, data.train.y,
-                                                          data.test.x, data.test.y))
+    X, y, X_test, y_test = (torch.from_numpy(a).to(device) for a in (
+        data.train.x, data.train.y, data.test.x, data.test.y))
     mlp = MLPSettings(hidden=tuple(args.hidden), activation="tanh")
-    untrained = build_seeded_model("mlp", mlp, args.dim, args.classes, args.seed)
+    untrained = build_seeded_model("mlp", mlp, args.dim, args.classes, args.seed).to(device)
     trained = copy.deepcopy(untrained)
 
     def gd(model: nn.Module, steps: int) -> None:  # GD is stateless: calls chain exactly
@@ -413,14 +438,15 @@ def main() -> None:
         laters[f"+{steps} steps"] = copy.deepcopy(trained)
         gd(laters[f"+{steps} steps"], steps)
     dim = sum(p.numel() for p in trained.parameters())
-    starts = [torch.randn(dim, generator=torch.Generator().manual_seed(1000 + i), dtype=DTYPE)
-              for i in range(args.starts)]
+    starts = [torch.randn(dim, generator=torch.Generator().manual_seed(1000 + i),
+                          dtype=DTYPE).to(device) for i in range(args.starts)]
 
     widths = "-".join(map(str, [args.dim, *args.hidden, args.classes]))
     print(f"MLP {widths} (tanh), P = {dim} parameters; teacher-student data "
           f"(teacher {args.dim}-{'-'.join(map(str, args.teacher_hidden))}-{args.classes}), "
           f"{args.n} train points; loss ½‖f − onehot(y)‖², Hessian of the mean over all {args.n} "
-          f"points in float64; {torch.get_num_threads()} torch thread(s)")
+          f"points in float64; {torch.get_num_threads()} torch thread(s); device "
+          + ("cpu" if device.type == "cpu" else f"cuda ({torch.cuda.get_device_name(device)})"))
     for label, model in {"untrained": untrained, "trained": trained, **laters}.items():
         loss, acc = evaluate(model, X, y, "mse")
         print(f"  {label:<9}: train loss {loss:.4f}, train accuracy {acc:.3f}")

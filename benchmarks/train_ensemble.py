@@ -8,8 +8,13 @@ at each thread count. Each of the loop's models does the same work, so the loop 
 Also reports the vectorised trainer's achieved FLOP/s as a fraction of a large float32 matmul's,
 measured in the same run at the same thread count.
 
+With ``--device cuda`` the models and data live on the GPU (the minibatch generators stay on the
+CPU, as in the studies), every timer reads the clock after ``torch.cuda.synchronize()``, and the
+matmul is a larger one on the GPU; ``--threads`` still sets the CPU side's torch threads.
+
     .venv/bin/python benchmarks/train_ensemble.py            # K = 1, 8, 32, 128; 1 and 2 threads
     .venv/bin/python benchmarks/train_ensemble.py --quick    # a seconds-long smoke run
+    python3 benchmarks/train_ensemble.py --device cuda       # the same on the GPU
 """
 
 from __future__ import annotations
@@ -30,17 +35,27 @@ from genlab.train.ensemble import train_classifier_ensemble
 from genlab.train.loop import train_classifier
 
 
-def seconds(fn: Callable[[], object]) -> float:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a clock read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seconds(fn: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
     start = time.perf_counter()
     fn()
+    synchronize(device)
     return time.perf_counter() - start
 
 
-def matmul_flops(size: int, repeats: int) -> float:
-    """FLOP/s of one large float32 matmul: the machine's practical peak at this thread count."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_flops(size: int, repeats: int, device: torch.device) -> float:
+    """FLOP/s of one large float32 matmul: the device's practical peak (on the CPU, at this
+    thread count)."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     a @ b  # warm-up
-    return 2 * size**3 / statistics.median(seconds(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / statistics.median(seconds(lambda: a @ b, device)
+                                           for _ in range(repeats))
 
 
 def forward_flops_per_example(model: nn.Module) -> int:
@@ -65,26 +80,36 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--loop-models", type=int, default=32,
                         help="time the loop on at most this many of the K models")
-    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--matmul-size", type=int, default=None,
+                        help="the peak's matmul: default 2048 on cpu (512 with --quick), 8192 on "
+                        "cuda (4096 with --quick)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the models and data live (default cpu)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: K = 1, 4; 10 steps; one repeat; 1 thread")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    device = torch.device(args.device)
     if args.quick:
         args.ks, args.threads, args.steps, args.eval_every = [1, 4], [1], 10, 5
-        args.repeats, args.matmul_size = 1, 512
+        args.repeats = 1
+    if args.matmul_size is None:
+        args.matmul_size = {("cpu", False): 2048, ("cpu", True): 512,
+                            ("cuda", False): 8192, ("cuda", True): 4096}[args.device, args.quick]
 
     data = gaussian_mixture(GaussianMixtureSettings(
         n_classes=args.classes, dim=args.dim, mean_scale=1.0, n_train=args.n, n_test=args.n,
         seed=0))
-    x, y, x_test, y_test = (torch.from_numpy(a) for a in (data.train.x, data.train.y,
-                                                          data.test.x, data.test.y))
+    x, y, x_test, y_test = (torch.from_numpy(a).to(device) for a in (
+        data.train.x, data.train.y, data.test.x, data.test.y))
     mlp = MLPSettings(hidden=tuple(args.hidden), activation="relu")
 
     def make(k_models: int, steps: int) -> tuple[list[nn.Module], list[TrainSettings]]:
         models = []
         for k in range(k_models):
             torch.manual_seed(k)
-            models.append(build_model("mlp", mlp, args.dim, args.classes))
+            models.append(build_model("mlp", mlp, args.dim, args.classes).to(device))
         settings = [TrainSettings(lr=0.01 * (1 + k % 4), momentum=0.9, batch_size=args.batch_size,
                                   max_steps=steps, eval_every=args.eval_every,
                                   stop_at_train_acc=None) for k in range(k_models)]
@@ -95,17 +120,21 @@ def main() -> None:
 
     def run_loop(models: list[nn.Module], settings: list[TrainSettings]) -> float:
         models = copy.deepcopy(models)
+        synchronize(device)
         start = time.perf_counter()
         for model, s, g in zip(models, settings, generators(len(models)), strict=True):
             train_classifier(model, x, y, x_test, y_test, s, g)
+        synchronize(device)
         return time.perf_counter() - start
 
     def run_ensemble(models: list[nn.Module], settings: list[TrainSettings],
                      method: str) -> float:
         models = copy.deepcopy(models)
+        synchronize(device)
         start = time.perf_counter()
         train_classifier_ensemble(models, x, y, x_test, y_test, settings,
                                   generators(len(models)), method=method)  # type: ignore[arg-type]
+        synchronize(device)
         return time.perf_counter() - start
 
     # Training FLOPs: forward + backward of a matmul layer is ~3x its forward (the forward, the
@@ -114,6 +143,10 @@ def main() -> None:
     n_evals = 1 + args.steps // args.eval_every + (args.steps % args.eval_every != 0)
     flops_per_model = per_example * (3 * args.batch_size * args.steps + 2 * args.n * n_evals)
 
+    where = "cpu" if device.type == "cpu" else (
+        f"cuda ({torch.cuda.get_device_name(device)}, float32 matmul precision "
+        f"'{torch.get_float32_matmul_precision()}')")
+    print(f"device {where}")
     print(f"MLP {args.dim}-{'-'.join(map(str, args.hidden))}-{args.classes} (ReLU), {args.n} "
           f"train / {args.n} test points, batch {args.batch_size}, {args.steps} SGD steps, "
           f"evaluation every {args.eval_every}; median of {args.repeats} after a warm-up; loop "
@@ -122,8 +155,9 @@ def main() -> None:
           "forward, plus evaluations)")
     for threads in args.threads:
         torch.set_num_threads(threads)
-        peak = matmul_flops(args.matmul_size, args.repeats)
-        print(f"\n{threads} thread(s): {args.matmul_size}^2 float32 matmul "
+        peak = matmul_flops(args.matmul_size, args.repeats, device)
+        on = "" if device.type == "cpu" else " on the GPU"
+        print(f"\n{threads} thread(s): {args.matmul_size}^2 float32 matmul{on} "
               f"{peak / 1e9:.1f} GFLOP/s; times in microseconds per model-step")
         print(f"{'threads':>7} {'K':>4} {'method':>6} {'loop us':>9} {'vec us':>9} "
               f"{'speed-up':>8} {'vec GFLOP/s':>11} {'of matmul':>9}", flush=True)
