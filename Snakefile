@@ -13,9 +13,12 @@ PARAMS = load_params("params.yaml")
 # GPUs. The torch stages ask for resource gpu=1 when they will run on CUDA (ON_CUDA; see
 # genlab.dag.stage_resources). Run locally (no --jobs/executor), at most one of them per visible
 # device runs at a time, each on its own device (genlab.device.resolve_device); `--resources
-# gpu=N` on the command line overrides the cap. On a cluster the scheduler hands out the GPUs.
+# gpu=N` on the command line overrides the cap. On a cluster the scheduler hands out the GPUs,
+# and the Snakemake that runs each job there (not the main process) must not count them again:
+# a CPU job on a CPU node would find no GPU to count.
 ON_CUDA = stages_use_cuda(PARAMS.runtime.device)
-if ON_CUDA and workflow.resource_settings.nodes is None and "gpu" not in workflow.global_resources:
+if (ON_CUDA and workflow.is_main_process and workflow.resource_settings.nodes is None
+        and "gpu" not in workflow.global_resources):
     workflow.register_resource("gpu", local_gpu_slots())
 
 

@@ -16,5 +16,5 @@ def slurm_cluster() -> Iterator[Cluster]:
                     "mariadb-server; .ci/run does it)")
     if missing:  # SLURM without the rest is a broken set-up, not a reason to skip
         pytest.fail(f"SLURM is installed but these are missing: {', '.join(missing)}")
-    with Cluster() as cluster:
+    with Cluster(gpus=2) as cluster:  # fake GPUs (device files): enough to allocate them
         yield cluster

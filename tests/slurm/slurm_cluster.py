@@ -178,6 +178,7 @@ AccountingStoragePass={r}/munge.sock
 AccountingStoreFlags=job_comment
 MailProg=/bin/true
 {"GresTypes=gpu" if self.gpus else ""}
+{"AccountingStorageTRES=gres/gpu" if self.gpus else ""}
 NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.memory_mb}{gres} \
 State=UNKNOWN
 PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP

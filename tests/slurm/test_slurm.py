@@ -4,9 +4,11 @@ A one-node cluster on localhost (conftest.py, slurm_cluster.py) runs one study o
 ``double_descent`` (the params gate, synthesize, a train stage per feature draw, aggregate), each
 job submitted by the executor plugin with ``sbatch``. Its outputs must be the bytes a local
 ``snakemake`` run of the same targets writes, every job must be in SLURM's accounting (``sacct``)
-under its rule's name, and a job that fails must fail its workflow, naming its SLURM job.
+under its rule's name, and a job that fails must fail its workflow, naming its SLURM job. With
+``runtime.device: cuda``, the torch stages (and only they) must be given a GPU by SLURM: the
+node has two fake ones (device files), so the job is allocated one and then finds no CUDA.
 
-The three runs go at once, each in its own copy of one project commit: the plugin polls job
+The four runs go at once, each in its own copy of one project commit: the plugin polls job
 states at growing intervals (1, 11, 21 ... s after the last change), so a SLURM run mostly
 waits. Every Snakemake run is under ``timeout -s KILL``: when the plugin loses track of its jobs
 it waits forever and ignores SIGTERM (docs/slurm.md).
@@ -21,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from slurm_cluster import ACCOUNT, PARTITION, Cluster
 
 from tests_support import copy_project, tool_env
@@ -38,6 +41,7 @@ SLURM_ARGS = ["--profile", "workflow/profiles/slurm",
               f"slurm_partition={PARTITION!r}", "mem_mb=1000", "runtime=10",
               "--slurm-init-seconds-before-status-checks", "1",
               "--seconds-between-status-checks", "2", "--latency-wait", "5"]
+CUDA_TARGET = "data/double_descent/runs/s0/model.json"  # synthesize (CPU), then train (torch)
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
 
 BROKEN_RULE = '''
@@ -67,6 +71,13 @@ class Run:
         return rc, self.log.read_text()
 
 
+def on_cuda(project: Path) -> Path:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["runtime"]["device"] = "cuda"
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return project
+
+
 def digest(root: Path) -> dict[str, str]:
     """What a run computed: every file under data/, and dvc.lock (the run ends with dvc commit).
     Logs and .snakemake/ hold timings and executor records, which legitimately differ."""
@@ -77,7 +88,8 @@ def digest(root: Path) -> dict[str, str]:
 
 def sacct(cluster: Cluster, job_ids: list[str]) -> dict[str, dict[str, str]]:
     """Accounting records of the given jobs (allocations only, not their steps)."""
-    fields = ["jobid", "jobname", "comment", "state", "account", "partition", "exitcode"]
+    fields = ["jobid", "jobname", "comment", "state", "account", "partition", "exitcode",
+              "alloctres"]
     out = cluster.sh("sacct", "-n", "-P", "-X", "-j", ",".join(job_ids),
                      "-o", ",".join(fields)).stdout
     return {row[0]: dict(zip(fields, row, strict=True))
@@ -86,9 +98,9 @@ def sacct(cluster: Cluster, job_ids: list[str]) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def runs(slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Three copies of one commit (it is recorded in every sidecar): the targets run locally
+    """Four copies of one commit (it is recorded in every sidecar): the targets run locally
     (one core: the SLURM jobs need the other) and through SLURM; a rule that exits 3, through
-    SLURM."""
+    SLURM; one training run on runtime.device: cuda, through SLURM."""
     tmp = tmp_path_factory.mktemp("runs")
     (tmp / "home").mkdir()
     env = tool_env(tmp / "home")
@@ -96,12 +108,14 @@ def runs(slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> di
     local = copy_project(tmp / "local", env)
     on_slurm = shutil.copytree(local, tmp / "slurm", symlinks=True)
     broken = shutil.copytree(local, tmp / "broken", symlinks=True)
+    cuda = on_cuda(shutil.copytree(local, tmp / "cuda", symlinks=True))
     with (broken / "Snakefile").open("a") as snakefile:
         snakefile.write(BROKEN_RULE)
     slurm_env = slurm_cluster.env(env)
     started = {"local": Run(local, env, "--cores", "1", *TARGETS),
                "slurm": Run(on_slurm, slurm_env, *SLURM_ARGS, *TARGETS),
-               "broken": Run(broken, slurm_env, *SLURM_ARGS, "data/broken.txt")}
+               "broken": Run(broken, slurm_env, *SLURM_ARGS, "data/broken.txt"),
+               "cuda": Run(cuda, slurm_env, *SLURM_ARGS, CUDA_TARGET)}
     done = {name: (run.project, *run.wait()) for name, run in started.items()}
     for name in ("local", "slurm"):
         _, rc, output = done[name]
@@ -141,3 +155,18 @@ def test_a_failing_job_fails_the_workflow_and_is_named(slurm_cluster: Cluster,
     assert (record["comment"], record["state"], record["exitcode"]) == (
         "rule_broken_on_purpose", "FAILED", "1:0")
     assert not (project / "data/broken.txt").exists()
+
+
+def test_on_cuda_the_torch_stage_gets_a_gpu_and_the_others_none(slurm_cluster: Cluster,
+                                                                  runs: dict) -> None:
+    project, rc, output = runs["cuda"]
+    records = {r["comment"]: r for r in
+               sacct(slurm_cluster, SUBMITTED.findall(output)).values()}
+    assert set(records) == {"rule_double_descent_synthesize", "rule_double_descent_train_s0"}, \
+        output[-4000:]
+    assert "gres/gpu" not in records["rule_double_descent_synthesize"]["alloctres"]
+    assert "gres/gpu=1" in records["rule_double_descent_train_s0"]["alloctres"]
+    # the GPU is a device file, not a CUDA device: the stage says so and the workflow fails
+    assert rc == 1 and records["rule_double_descent_train_s0"]["state"] == "FAILED"
+    log = (project / "logs/double_descent/s0/train.log").read_text()
+    assert "runtime.device is 'cuda' but torch sees no CUDA device" in log
