@@ -283,8 +283,9 @@ def test_label_sharpness_edge_cases() -> None:
 @pytest.mark.parametrize("order", ["random", "sorted", "offset"])
 def test_thresholded_tiles_equal_brute_force(monkeypatch, tile, first, group, order) -> None:
     """Small tiles exercise every path of the CPU search: the first tile's top-k, the grouped
-    and the plain threshold passes, the wrap-around, and (offset data, whose float32 scores are
-    too coarse) the float64 redo; small cells (32, 80 and m + 1 rows) every path of the
+    and the plain threshold passes, the wrap-around, and (offset data: half the points moved
+    10³ away along every axis, so that even the centred data's float32 scores are too coarse)
+    the float64 redo; small cells (32, 80 and m + 1 rows) every path of the
     symmetric float32 search, rows and transposed columns, grouped and plain, and a last block
     joined to the one before it."""
     import genlab.analyses.intrinsic_dim as intrinsic_dim
@@ -297,7 +298,7 @@ def test_thresholded_tiles_equal_brute_force(monkeypatch, tile, first, group, or
     if order == "sorted":
         X = X[np.argsort(X[:, 0])]
     elif order == "offset":
-        X = X + 1e3
+        X = np.concatenate([X[:200], X[200:] + 1e3])
     for k in (1, 2, 7):
         ref_distances, ref_indices = brute_force_neighbors(X, k)
         distances, indices = nearest_neighbors(torch.as_tensor(X), k)
@@ -325,3 +326,41 @@ def test_symmetric_search_equals_brute_force_across_cells(k: int) -> None:
     distances, indices = nearest_neighbors(torch.as_tensor(X), k)
     np.testing.assert_array_equal(indices.numpy(), ref_indices)
     np.testing.assert_allclose(distances.numpy(), ref_distances, rtol=1e-12)
+
+
+def adversarial(kind: str, n: int = 1500, seed: int = 9) -> np.ndarray:
+    """Data that stress the float32 screen and its exactness test: tight clusters far from each
+    other and from the origin (float32 cannot resolve the within-cluster distances, so every
+    row must fail the test and be redone in float64), an integer lattice (exact ties at every
+    rank), and scales from 10⁻³ to 10³ in one cloud."""
+    rng = np.random.default_rng(seed)
+    if kind == "clusters":
+        centres = rng.standard_normal((7, 16)) * 1e3 + 5e3
+        return centres[rng.integers(0, 7, n)] + rng.standard_normal((n, 16)) * 1e-3
+    if kind == "lattice":
+        return rng.integers(0, 4, (n, 6)).astype(np.float64)  # 4096 sites: duplicates too
+    scales = 10.0 ** rng.uniform(-3, 3, (n, 1))
+    return rng.standard_normal((n, 12)) * scales
+
+
+@pytest.mark.parametrize("cell", [None, 160])
+@pytest.mark.parametrize("kind", ["clusters", "lattice", "scales"])
+def test_neighbour_distances_equal_brute_force_on_adversarial_data(monkeypatch, kind: str,
+                                                                    cell: int | None) -> None:
+    """The k smallest distances of every row are the brute-force ones whatever the data (ties
+    make the indices ambiguous, so each returned index is checked to lie at its distance), with
+    the default cells and with small ones (n = 1500 is no multiple of either)."""
+    import genlab.analyses.intrinsic_dim as intrinsic_dim
+
+    if cell is not None:
+        monkeypatch.setattr(intrinsic_dim, "CPU_CELL", cell)
+    X = adversarial(kind)
+    distances = np.concatenate([np.linalg.norm(X[i:i + 100, None, :] - X[None, :, :], axis=2)
+                                for i in range(0, len(X), 100)])
+    np.fill_diagonal(distances, np.inf)
+    for k in (1, 2, 20):
+        ref = np.sort(distances, axis=1)[:, :k]
+        found, indices = nearest_neighbors(torch.as_tensor(X), k)
+        np.testing.assert_allclose(found.numpy(), ref, rtol=1e-12, atol=0)
+        rows = np.arange(len(X))[:, None]
+        np.testing.assert_allclose(distances[rows, indices.numpy()], ref, rtol=1e-12, atol=0)

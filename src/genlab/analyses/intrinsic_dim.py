@@ -230,7 +230,8 @@ def _symmetric_smallest(X: Tensor, m: int) -> tuple[Tensor, Tensor]:
     2x·y by one float32 matrix product of the data augmented with their squared norms, and each
     tile is compared both with its rows' thresholds and (transposed) with its columns', in
     groups of :data:`CPU_GROUP` as in :func:`_tiled_smallest`; the few entries below a threshold
-    are merged into the running m smallest of their row, which lowers the threshold. An entry is
+    are merged, for both sets of rows at once (:func:`_merge_both_ways`), into the running m
+    smallest of their row, which lowers the threshold. An entry is
     left out only when it is not below its row's threshold, which is at least the row's final
     m-th smallest: every left-out value is at least the largest kept one. Memory: the float32
     data twice (augmented), the running m smallest of every row, and one tile.
@@ -274,15 +275,17 @@ def _symmetric_smallest(X: Tensor, m: int) -> tuple[Tensor, Tensor]:
         thresholds[lo:hi] = torch.nextafter(highest, torch.tensor(math.inf, dtype=left.dtype))
         best_values[lo:hi] = math.inf
         best_indices[lo:hi] = lo
-        _merge_below(tile, lo, lo, state)
+        # some 3% of the entries are at or below these first thresholds, too many for the
+        # group pass of _hits_below to pay: they are listed directly
+        hit_rows, hit_cols = torch.le(tile, highest[:, None]).nonzero().unbind(1)
+        _merge_hits(hit_rows + lo, hit_cols + lo, tile[hit_rows, hit_cols], state)
     for lo, hi in bounds:
         b = hi - lo
         for c_lo in range(hi, n, rows):
             c_hi = min(n, c_lo + rows)
             w = c_hi - c_lo
             tile = torch.mm(left[lo:hi], right[c_lo:c_hi].T, out=buffer[:b * w].view(b, w))
-            _merge_below(tile, lo, c_lo, state)  # for the block's rows
-            _merge_below(tile.T, c_lo, lo, state)  # for the rows c_lo..c_hi − 1
+            _merge_both_ways(tile, lo, c_lo, state)
     values = torch.empty_like(best_values).index_copy_(0, order, best_values)
     indices = torch.empty_like(best_indices).index_copy_(
         0, order, order.index_select(0, best_indices.view(-1)).view(n, m))
@@ -318,52 +321,82 @@ def _merge_below(tile: Tensor, row0: int, col0: int, state: tuple[Tensor, Tensor
                  ) -> None:
     """Merge the entries of ``tile`` (rows row0.., columns col0.. of the distance matrix; it may
     be a transposed view) below their row's threshold into the running smallest of the rows."""
-    best_values, best_indices, thresholds = state
+    hits = _hits_below(tile, state[2][row0:row0 + tile.shape[0]])
+    if hits is not None:
+        rows, cols, values = hits
+        _merge_hits(rows + row0, cols + col0, values, state)
+
+
+def _merge_both_ways(tile: Tensor, row0: int, col0: int,
+                     state: tuple[Tensor, Tensor, Tensor]) -> None:
+    """Merge the entries of an off-diagonal ``tile`` (rows row0.., columns col0.. ≥ the last
+    row) below their threshold into the running smallest of its rows and, transposed, of its
+    columns. The two sets of rows are disjoint, so neither search changes the other's
+    thresholds and one merge serves both (half the merge calls)."""
+    found = []
+    for part, rows0, cols0 in ((tile, row0, col0), (tile.T, col0, row0)):
+        hits = _hits_below(part, state[2][rows0:rows0 + part.shape[0]])
+        if hits is not None:
+            rows, cols, values = hits
+            found.append((rows + rows0, cols + cols0, values))  # rows ascending across both
+    if found:
+        rows, cols, values = (torch.cat(parts) for parts in zip(*found, strict=True))
+        _merge_hits(rows, cols, values, state)
+
+
+def _hits_below(tile: Tensor, threshold: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+    """(rows, columns, values) of the entries of ``tile`` (it may be a transposed view) below
+    their row's ``threshold``, rows ascending; None when there are none."""
     b, w = tile.shape
-    device = tile.device
-    threshold = thresholds[row0:row0 + b]
-    row_stride, col_stride = tile.stride()  # (w, 1), or (1, b) for a transposed tile
     if w % CPU_GROUP == 0 and w >= CPU_GROUP:
         # the minimum of each group of columns j + t·stride (t < CPU_GROUP); only the groups
         # whose minimum is below the row's threshold are read
         stride = w // CPU_GROUP
+        row_stride, col_stride = tile.stride()  # (w, 1), or (1, b) for a transposed tile
+        # only the rows with a group below their threshold (a third of them in a typical
+        # tile) have their groups listed, which halves the cost of listing them
         if row_stride >= col_stride:
             lows = torch.amin(tile.view(b, CPU_GROUP, stride), dim=1)  # (b, stride)
+            active = torch.lt(lows.amin(dim=1), threshold).nonzero().view(-1)
+            lows = lows.index_select(0, active)
         else:  # reduce over whole rows of the stored tile: contiguous, vectorised
-            lows = torch.amin(tile.T.view(CPU_GROUP, stride, b), dim=0).T.contiguous()
-        groups = torch.lt(lows, threshold[:, None]).nonzero()  # (row, j), row-major
-        if groups.shape[0] == 0:
-            return
-        group_rows, group_cols = groups[:, 0], groups[:, 1]
-        # the members' positions in the stored (contiguous) tile, read in one index_select
-        first = group_rows * row_stride + group_cols * col_stride
-        step = torch.arange(0, CPU_GROUP * stride * col_stride, stride * col_stride,
-                            device=device)
-        stored = (tile if row_stride >= col_stride else tile.T).reshape(-1)  # a view
-        read = stored.index_select(0, (first[:, None] + step).view(-1)).view(-1, CPU_GROUP)
+            lows = torch.amin(tile.T.view(CPU_GROUP, stride, b), dim=0)  # (stride, b)
+            active = torch.lt(lows.amin(dim=0), threshold).nonzero().view(-1)
+            lows = lows.index_select(1, active).T.contiguous()
+        if active.numel() == 0:
+            return None
+        groups = torch.lt(lows, threshold.index_select(0, active)[:, None]).nonzero()
+        group_rows, group_cols = active.index_select(0, groups[:, 0]), groups[:, 1]
+        # the members of the passing groups, (groups, CPU_GROUP), read through a view of the
+        # tile (transposed or not) without building their positions
+        read = tile.unflatten(1, (CPU_GROUP, stride))[group_rows, :, group_cols]
         below = read < threshold.index_select(0, group_rows)[:, None]
         which, member = below.nonzero().unbind(1)  # by group, so by row
-        hit_rows = group_rows.index_select(0, which)
-        hit_cols = group_cols.index_select(0, which) + member * stride
-        hit_values = read.view(-1).index_select(0, which * CPU_GROUP + member)
-    else:
-        hits = torch.lt(tile, threshold[:, None]).nonzero()
-        if hits.shape[0] == 0:
-            return
-        hit_rows, hit_cols = hits[:, 0], hits[:, 1]
-        hit_values = tile[hit_rows, hit_cols]
-    # hit_rows ascending: merge them into the running smallest of those rows only
-    targets, inverse, counts = torch.unique_consecutive(hit_rows, return_inverse=True,
+        return (group_rows.index_select(0, which),
+                group_cols.index_select(0, which) + member * stride, read[which, member])
+    hits = torch.lt(tile, threshold[:, None]).nonzero()
+    if hits.shape[0] == 0:
+        return None
+    rows, cols = hits.unbind(1)
+    return rows, cols, tile[rows, cols]
+
+
+def _merge_hits(rows: Tensor, cols: Tensor, values: Tensor,
+                state: tuple[Tensor, Tensor, Tensor]) -> None:
+    """Merge the entries (``rows`` ascending, ``cols``, ``values``) of the distance matrix into
+    the running smallest (values, indices) of those rows only, and lower their thresholds."""
+    best_values, best_indices, thresholds = state
+    device = values.device
+    targets, inverse, counts = torch.unique_consecutive(rows, return_inverse=True,
                                                         return_counts=True)
     spread = int(counts.max())
-    slots = (torch.arange(hit_rows.numel(), device=device)
+    slots = (torch.arange(rows.numel(), device=device)
              + (inverse * spread - (counts.cumsum(0) - counts).index_select(0, inverse)))
     r = targets.numel()
-    new_values = torch.full((r * spread,), math.inf, dtype=tile.dtype, device=device)
-    new_values.index_copy_(0, slots, hit_values)
+    new_values = torch.full((r * spread,), math.inf, dtype=values.dtype, device=device)
+    new_values.index_copy_(0, slots, values)
     new_indices = torch.zeros(r * spread, dtype=torch.long, device=device)
-    new_indices.index_copy_(0, slots, hit_cols + col0)
-    targets += row0
+    new_indices.index_copy_(0, slots, cols)
     m = best_values.shape[1]
     merged, keep = torch.cat([best_values.index_select(0, targets),
                               new_values.view(r, spread)], dim=1).topk(
@@ -377,8 +410,12 @@ def _merge_below(tile: Tensor, row0: int, col0: int, state: tuple[Tensor, Tensor
 
 def _screen_width(k: int) -> int:
     """Candidates kept per row by the float32 screen of :func:`nearest_neighbors`: k plus a
-    margin (a quarter of k, at least 4, at most k + 2) for the exactness test to pass on."""
-    return k + min(k + 2, max(4, k // 4))
+    margin (an eighth of k, at least 2) for the exactness test to pass on. On centred data the
+    float32 error bound is some 10⁻⁴ of the squared neighbour distances, so the (k + 2)-th
+    candidate is nearly always beyond the k-th by more (1 row of the benchmark's 20k at k = 20
+    fails the test and is searched again, at a small fraction of the time a wider screen would
+    cost: every extra candidate adds screen merges and exact distances)."""
+    return k + max(2, k // 8)
 
 
 def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
@@ -399,14 +436,15 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     less than the product form's rounding.
 
     Float64 data on the CPU are first screened in float32 (twice the matrix-product speed): the
-    m = k + min(k + 2, max(4, ⌊k/4⌋)) smallest float32 squared distances of each row are kept
+    m = k + max(2, ⌊k/8⌋) smallest float32 squared distances of each row are kept
     (:func:`_screen_width`; with ``chunk_size`` None by the symmetric search
     :func:`_symmetric_smallest`, which computes each distance tile once for two rows' searches,
     otherwise row block by row block as above), their distances recomputed in float64 from the
     differences, and the k nearest of them are accepted only if the k-th is provably closer than
     any point left out: every left-out value is at least the largest kept one, and a float32
-    value is within 2(D + 12)·2⁻²⁴·(‖x‖ + max‖y‖)² of the exact one (input rounding plus a
-    length-(D + 2) dot product's rounding, with a factor 2 to spare), so the accepted set is the
+    value is within 2(D + 12)·2⁻²⁴·(‖x‖ + max‖y‖)² of the exact one, the norms those of the data
+    less their mean, on which the screen runs (input rounding plus a length-(D + 2) dot
+    product's rounding, with a factor 2 to spare), so the accepted set is the
     exact k nearest up to float64 rounding. Rows that fail the test (near ties at the boundary,
     duplicates, data beyond float32's range) are searched again in float64 as above.
     """
@@ -422,9 +460,15 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     cols = max(1, min(n, cols))
     first = CPU_FIRST_COLUMNS if cpu else cols
     squares = X.square().sum(dim=1)
-    norms = squares.sqrt()
-    radius = float(norms.max())
-    screen = cpu and X.dtype == torch.float64 and 2.0**-40 < radius < 2.0**40
+    screen = cpu and X.dtype == torch.float64
+    if screen:
+        # the float32 screen works on centred data: distances are unchanged, and its error
+        # bound, which grows with the squared norms, shrinks (by 3.6 on the benchmark's data)
+        centred = X - X.mean(dim=0)
+        centred_squares = centred.square().sum(dim=1)
+        norms = centred_squares.sqrt()
+        radius = float(norms.max())
+        screen = 2.0**-40 < radius < 2.0**40
     if screen:
         m = min(n - 1, _screen_width(k))
         slack32 = 2 * (X.shape[1] + 12) * 2.0**-24
@@ -432,7 +476,7 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     symmetric = screen and chunk_size is None
     X32 = squares32 = None
     if symmetric:  # every row's candidates at once, each distance tile serving two rows' search
-        all_values, all_candidates = _symmetric_smallest(X, m)
+        all_values, all_candidates = _symmetric_smallest(centred, m)
     gather_buffer = torch.empty(min(rows, n) * (m if screen else k) * X.shape[1], dtype=X.dtype,
                                 device=X.device)  # reused by every row block
     all_distances, all_indices = [], []
@@ -446,19 +490,21 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
                 left_out = values.max(dim=1).values.double()
             else:  # values: squared distances less the row's squared norm
                 if X32 is None:
-                    X32 = X.to(torch.float32)
+                    X32 = centred.to(torch.float32)
                     squares32 = X32.double().square().sum(dim=1).float()
                 values, indices = _tiled_smallest(X32[own], row_ids, X32, squares32, m, cols,
                                                   max(first, m + 1))
-                left_out = squares[own] + values.max(dim=1).values.double()
+                left_out = centred_squares[own] + values.max(dim=1).values.double()
             exact = _distances(block, X, indices, gather_buffer)
             kth = exact.kthvalue(k, dim=1).values
             left_out = left_out - slack32 * (norms[own] + radius) ** 2 - 2.0**-100
             unsafe = ~(kth.square() * (1 + slack64) < left_out)  # NaN counts as unsafe
             if bool(unsafe.any()):
                 redo = unsafe.nonzero().reshape(-1)
-                _, again = _tiled_smallest(block[redo], row_ids[redo], X, squares, m, cols,
-                                           max(first, m + 1))
+                # in float64 on the centred data too: the product form loses less precision
+                # to the norms there (it can still swap neighbours closer than its rounding)
+                _, again = _tiled_smallest(centred[own][redo], row_ids[redo], centred,
+                                           centred_squares, m, cols, max(first, m + 1))
                 indices[redo] = again
                 exact[redo] = _distances(block[redo], X, again, gather_buffer)
         else:
