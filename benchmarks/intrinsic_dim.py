@@ -19,9 +19,10 @@ sklearn's working_memory (1 GiB). Its MLE uses sklearn's brute-force k-NN. Ours 
 data less their mean in float32 tiles of 1024 x 1024 squared distances, each serving its rows'
 and its columns' search (the tiles on and above the diagonal only), with per-row thresholds,
 then re-ranks the candidates exactly in float64 (see
-``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement that runs past ``--timeout`` seconds (300) is stopped and reported as such
-(skdim's TwoNN at n = 100k: its time is then extrapolated from n = 20k as n^2 log n, and marked
-with *); ours are bounded at ``--timeout-ours`` (1200).
+``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement that runs past
+``--timeout`` seconds (300) is stopped and reported as such (skdim's TwoNN at n = 100k: its
+time is then extrapolated from n = 20k as n^2 log n, and marked with *); ours are bounded at
+``--timeout-ours`` (1200).
 
 Both sides run with ``--threads`` threads (torch intra-op threads; threadpoolctl limits for
 BLAS/OpenMP in numpy, sklearn and numba's layer) in float64.
