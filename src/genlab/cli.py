@@ -8,6 +8,7 @@ fails before anything is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -173,17 +174,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:
     """A run's four artifacts; its sidecar records the settings of this run alone."""
-    from safetensors.torch import save_file
-
-    from genlab.io import write_json, write_parquet, write_with
-    from genlab.models.registry import weights_sha256
+    from genlab.io import write_json, write_parquet, write_safetensors
 
     prov = _provenance(stage_settings(config, "train", run), device, config.runs[run].seed)
     prov["run"] = run
-    weights = folder / "model.safetensors"
-    write_with(weights, lambda tmp: save_file(result.weights, str(tmp)))
+    sha256 = write_safetensors(folder / "model.safetensors", result.weights)
     write_json(folder / "model.json", {**result.model_spec, "provenance": prov,
-                                       "weights_sha256": weights_sha256(weights)})
+                                       "weights_sha256": sha256})
     write_parquet(folder / "history.parquet", result.history)
     write_json(folder / "metrics.json", result.metrics)
 
@@ -320,32 +317,26 @@ class CheckpointFolder:
         self.folder, self.settings_sha256 = folder, settings_sha256
 
     def load(self, device):  # -> Checkpoint | None
-        import hashlib
-
-        from safetensors.torch import load_file
-
-        from genlab.io import read_json
+        from genlab.io import ArtifactError, read_json, read_safetensors
         from genlab.train.checkpoint import from_records
 
         tensors_path, meta_path = self.folder / "state.safetensors", self.folder / "state.json"
         if not (tensors_path.exists() and meta_path.exists()):
             return None
         meta = read_json(meta_path)
-        digest = hashlib.sha256(tensors_path.read_bytes()).hexdigest()
-        if meta.get("settings_sha256") != self.settings_sha256 or meta.get("tensors_sha256") != \
-                digest:
+        tensors = None
+        if meta.get("settings_sha256") == self.settings_sha256 and "tensors_sha256" in meta:
+            with contextlib.suppress(ArtifactError):  # tensors not the ones the JSON vouches for
+                tensors = read_safetensors(tensors_path, meta["tensors_sha256"])
+        if tensors is None:
             log.warning("ignoring checkpoint %s: made with other settings or incomplete",
                         self.folder)
             return None
         log.info("resuming from the checkpoint at step %d", meta["step"])
-        return from_records(load_file(str(tensors_path)), meta, device)
+        return from_records(tensors, meta, device)
 
     def checkpointing(self, minutes: float, device):  # -> Checkpointing
-        import hashlib
-
-        from safetensors.torch import save_file
-
-        from genlab.io import write_json, write_with
+        from genlab.io import write_json, write_safetensors
         from genlab.train.checkpoint import to_records
         from genlab.train.loop import Checkpointing
 
@@ -353,10 +344,9 @@ class CheckpointFolder:
 
         def save(ckpt) -> None:
             tensors, meta = to_records(ckpt)
-            path = self.folder / "state.safetensors"
-            write_with(path, lambda tmp: save_file(tensors, str(tmp)))
             meta |= {"settings_sha256": self.settings_sha256,
-                     "tensors_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                     "tensors_sha256": write_safetensors(self.folder / "state.safetensors",
+                                                         tensors)}
             write_json(self.folder / "state.json", meta)
             last[0] = time.monotonic()
             log.info("checkpoint at step %d", ckpt.step)

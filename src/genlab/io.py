@@ -9,6 +9,7 @@ Parquet). Nothing here unpickles.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -143,6 +144,39 @@ def write_with(path: str | Path, writer: Callable[[Path], None]) -> None:
     """Atomic write through a library's own ``writer(path)`` (e.g. safetensors' save_file)."""
     with atomic_path(path) as tmp:
         writer(tmp)
+
+
+def write_safetensors(path: str | Path, tensors: Mapping[str, Any]) -> str:
+    """Write ``tensors`` (name -> torch tensor) atomically and return the file's sha256.
+
+    safetensors has no checksum of its own (a flipped byte in a tensor loads as another number),
+    so the JSON written beside the file records this hash and :func:`read_safetensors` checks it.
+    """
+    from safetensors.torch import save_file
+
+    write_with(path, lambda tmp: save_file(dict(tensors), str(tmp)))
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_safetensors(path: str | Path, sha256: str | None) -> dict[str, Any]:
+    """The tensors of a safetensors file, read once; refused (:class:`ArtifactError` naming the
+    file) when unreadable or, where ``sha256`` is given, when its bytes do not hash to it."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArtifactError(f"{path}: not a readable safetensors file ({exc})") from None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ArtifactError(f"{path}: its sha256 differs from the one recorded beside it: damaged "
+                            "or replaced (`genlab verify-cache --repair`, or rerun the stage that "
+                            "wrote it)")
+    try:
+        return load(data)
+    except SafetensorError as exc:
+        raise ArtifactError(f"{path}: not a readable safetensors file ({exc})") from None
 
 
 def columns_to_numpy(table: pa.Table, name: str) -> np.ndarray:

@@ -3,24 +3,20 @@
 A checkpoint is two files: ``model.safetensors`` (the state dict, no pickle) and ``model.json``
 (which architecture, its settings and the in/out widths), enough to rebuild the module before
 loading the tensors into it. A train stage's model.json also records the weights file's sha256
-(safetensors has no checksum of its own: a flipped byte in a tensor would load as another
-number), and :func:`load_model` refuses weights that do not match it.
+(:func:`genlab.io.write_safetensors`), and :func:`load_model` refuses weights that do not match it.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from pydantic import BaseModel
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from genlab.io import ArtifactError, write_with
+from genlab.io import read_safetensors, write_safetensors
 from genlab.models.cnn import CNN, CNNSettings
 from genlab.models.linear import Linear, LinearSettings
 from genlab.models.mlp import MLP
@@ -77,8 +73,7 @@ def state_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_weights(model: nn.Module, path: str | Path) -> None:
-    tensors = state_tensors(model)
-    write_with(path, lambda tmp: save_file(tensors, str(tmp)))
+    write_safetensors(path, state_tensors(model))
 
 
 def _spec_args(spec: dict[str, Any]) -> tuple[str, BaseModel, int, int]:
@@ -95,23 +90,11 @@ def seeded_model_from_spec(spec: dict[str, Any], seed: int,
     return build_seeded_model(*_spec_args(spec), seed, device)
 
 
-def weights_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def load_model(spec: dict[str, Any], weights: str | Path) -> nn.Module:
     """Rebuild from a model.json dict and load the safetensors weights (strict: every key),
     after checking them against the spec's ``weights_sha256`` where it records one."""
     model = build_model(*_spec_args(spec))
-    expected = spec.get("weights_sha256")
-    if expected is not None and Path(weights).is_file() and weights_sha256(weights) != expected:
-        raise ArtifactError(f"{weights}: its sha256 differs from the one model.json records: "
-                            "damaged or replaced (`genlab verify-cache --repair`, or rerun the "
-                            "stage that wrote it)")
-    try:
-        state = load_file(str(weights))
-    except (SafetensorError, OSError) as exc:
-        raise ArtifactError(f"{weights}: not a readable safetensors file ({exc})") from None
+    state = read_safetensors(weights, spec.get("weights_sha256"))
     model.load_state_dict(state, strict=True)
     return model.eval()
 
@@ -121,5 +104,4 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = ["MODELS", "build_model", "build_seeded_model", "count_parameters", "load_model",
-           "model_spec", "save_weights", "seeded_model_from_spec", "state_tensors",
-           "weights_sha256"]
+           "model_spec", "save_weights", "seeded_model_from_spec", "state_tensors"]
