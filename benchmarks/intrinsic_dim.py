@@ -17,9 +17,9 @@ skdim's TwoNN on data with more than 25 features sorts every row of the full n x
 matrix (``pairwise_distances_chunked`` then ``np.sort``): O(n^2 log n) time, memory bounded by
 sklearn's working_memory (1 GiB). Its MLE uses sklearn's brute-force k-NN. Ours screens the
 data less their mean in float32 tiles of 1024 x 1024 squared distances, each serving its rows'
-and its columns' search (the tiles on and above the diagonal only), with per-row thresholds,
-then re-ranks the candidates exactly in float64 (see
-``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement that runs past
+and its columns' search (the tiles on and above the diagonal only), merging the entries below
+per-row thresholds in compiled passes (numba), then re-ranks the candidates exactly in float64
+(see ``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement that runs past
 ``--timeout`` seconds (300) is stopped and reported as such (skdim's TwoNN at n = 100k: its
 time is then extrapolated from n = 20k as n^2 log n, and marked with *); ours are bounded at
 ``--timeout-ours`` (1200).

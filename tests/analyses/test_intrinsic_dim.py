@@ -285,9 +285,9 @@ def test_thresholded_tiles_equal_brute_force(monkeypatch, tile, first, group, or
     """Small tiles exercise every path of the CPU search: the first tile's top-k, the grouped
     and the plain threshold passes, the wrap-around, and (offset data: half the points moved
     10³ away along every axis, so that even the centred data's float32 scores are too coarse)
-    the float64 redo; small cells (32, 80 and m + 1 rows) every path of the
-    symmetric float32 search, rows and transposed columns, grouped and plain, and a last block
-    joined to the one before it."""
+    the float64 redo; small cells (32, 80 and m + 1 rows, narrower than the compiled passes'
+    GROUP·m) the symmetric float32 search's diagonal without a group-minimum first threshold,
+    partial groups of rows and columns, and a last block joined to the one before it."""
     import genlab.analyses.intrinsic_dim as intrinsic_dim
 
     monkeypatch.setattr(intrinsic_dim, "CPU_TILE", tile)

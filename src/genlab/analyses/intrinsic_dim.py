@@ -209,7 +209,7 @@ def _tiled_smallest(block: Tensor, row_ids: Tensor, X: Tensor, squares: Tensor, 
             best_indices += lo
             state = (best_values, best_indices, best_values.amax(dim=1))
             continue
-        _merge_below(scores, 0, lo, state)
+        _merge_below(scores, lo, state)
     return best_values, best_indices
 
 
@@ -221,28 +221,24 @@ def _symmetric_smallest(X: Tensor, m: int) -> tuple[Tensor, Tensor]:
     the tiles on and above the diagonal are computed: half the matrix products of a row-by-row
     search. The rows are first put in a spatial order (:func:`_spatial_order`), so that each
     block of :data:`CPU_CELL` consecutive rows is a compact cell of the data holding many of its
-    own rows' neighbours, then cut into such blocks (each of at least m + 1 rows). Each diagonal
-    tile (the diagonal masked) sets its rows' first thresholds just above the m-th smallest of
-    the minima of its column groups, at or below which lie at least m entries, and its entries
-    below them are the first candidates (a full top-m where the tile has fewer than m groups);
-    the m-th smallest of the group minima costs a sixteenth of a full top-m. Then, for each
-    block in turn, the columns after it, :data:`CPU_CELL` at a time, are scored as ‖x‖² + ‖y‖² −
-    2x·y by one float32 matrix product of the data augmented with their squared norms, and each
-    tile is compared both with its rows' thresholds and (transposed) with its columns', in
-    groups of :data:`CPU_GROUP` as in :func:`_tiled_smallest`; the few entries below a threshold
-    are merged, for both sets of rows at once (:func:`_merge_both_ways`), into the running m
-    smallest of their row, which lowers the threshold. An entry is
-    left out only when it is not below its row's threshold, which is at least the row's final
-    m-th smallest: every left-out value is at least the largest kept one. Memory: the float32
-    data twice (augmented), the running m smallest of every row, and one tile.
+    own rows' neighbours, then cut into such blocks (each of at least m + 1 rows). Tiles are
+    scored as ‖x‖² + ‖y‖² − 2x·y by one float32 matrix product of the data augmented with their
+    squared norms; each diagonal tile (the diagonal masked) starts its rows' running m smallest
+    and thresholds, then, for each block in turn, the columns after it, :data:`CPU_CELL` at a
+    time, are compared both with their rows' thresholds and (transposed) with their columns',
+    and the few entries below them are merged, lowering the thresholds. Those passes are
+    compiled (:mod:`genlab.analyses.neighbor_screen`, which also states the guarantee: every
+    left-out value is at least the largest kept one). Memory: the float32 data twice
+    (augmented), the running m smallest of every row, and one tile.
     """
+    from genlab.analyses import neighbor_screen  # numba: imported only where it is used
+
     n = X.shape[0]
-    device = X.device
     rows = max(CPU_CELL, m + 1)
     X32 = X.to(torch.float32)
     order = _spatial_order(X32, rows)
     X32 = X32.index_select(0, order)
-    ones = torch.ones(n, 1, dtype=X32.dtype, device=device)
+    ones = torch.ones(n, 1, dtype=X32.dtype)
     squares = X32.double().square().sum(dim=1, keepdim=True).float()
     left = torch.cat([X32, squares, ones], dim=1)  # left·right = ‖x‖² + ‖y‖² − 2x·y
     right = torch.cat([X32 * -2, ones, squares], dim=1)
@@ -251,44 +247,27 @@ def _symmetric_smallest(X: Tensor, m: int) -> tuple[Tensor, Tensor]:
     if len(starts) > 1 and n - starts[-1] < m + 1:
         starts.pop()  # the last block joins the one before it, so every block has m + 1 rows
     bounds = list(zip(starts, starts[1:] + [n], strict=True))
-    best_values = torch.empty(n, m, dtype=left.dtype, device=device)
-    best_indices = torch.empty(n, m, dtype=torch.long, device=device)
-    thresholds = torch.empty(n, dtype=left.dtype, device=device)
-    state = (best_values, best_indices, thresholds)
+    values = np.empty((n, m), dtype=np.float32)
+    indices = np.empty((n, m), dtype=np.int64)
+    thresholds = np.empty(n, dtype=np.float32)
     widest = max(hi - lo for lo, hi in bounds)
-    buffer = torch.empty(widest * max(widest, rows), dtype=left.dtype, device=device)
+    buffer = torch.empty(widest * max(widest, rows), dtype=left.dtype)
     for lo, hi in bounds:
         b = hi - lo
         tile = torch.mm(left[lo:hi], right[lo:hi].T, out=buffer[:b * b].view(b, b))
         tile.fill_diagonal_(math.inf)
-        if b % CPU_GROUP or b // CPU_GROUP < m:
-            values, indices = tile.topk(m, dim=1, largest=False, sorted=False)
-            best_values[lo:hi], best_indices[lo:hi] = values, indices + lo
-            thresholds[lo:hi] = values.amax(dim=1)
-            continue
-        # m groups of columns have minima ≤ the m-th smallest group minimum t, so at least m
-        # entries are ≤ t: starting from no candidates and the threshold just above t, the
-        # thresholded pass keeps every entry ≤ t (at least m), the top-m on group minima being
-        # CPU_GROUP times cheaper than on the tile
-        lows = torch.amin(tile.view(b, CPU_GROUP, b // CPU_GROUP), dim=1)
-        highest = lows.topk(m, dim=1, largest=False, sorted=False).values.amax(dim=1)
-        thresholds[lo:hi] = torch.nextafter(highest, torch.tensor(math.inf, dtype=left.dtype))
-        best_values[lo:hi] = math.inf
-        best_indices[lo:hi] = lo
-        # some 3% of the entries are at or below these first thresholds, too many for the
-        # group pass of _hits_below to pay: they are listed directly
-        hit_rows, hit_cols = torch.le(tile, highest[:, None]).nonzero().unbind(1)
-        _merge_hits(hit_rows + lo, hit_cols + lo, tile[hit_rows, hit_cols], state)
+        neighbor_screen.scan_diagonal(tile.numpy(), lo, values, indices, thresholds)
     for lo, hi in bounds:
         b = hi - lo
         for c_lo in range(hi, n, rows):
             c_hi = min(n, c_lo + rows)
             w = c_hi - c_lo
             tile = torch.mm(left[lo:hi], right[c_lo:c_hi].T, out=buffer[:b * w].view(b, w))
-            _merge_both_ways(tile, lo, c_lo, state)
-    values = torch.empty_like(best_values).index_copy_(0, order, best_values)
-    indices = torch.empty_like(best_indices).index_copy_(
-        0, order, order.index_select(0, best_indices.view(-1)).view(n, m))
+            neighbor_screen.scan_both_ways(tile.numpy(), lo, c_lo, values, indices, thresholds)
+    found, candidates = torch.from_numpy(values), torch.from_numpy(indices)
+    values = torch.empty_like(found).index_copy_(0, order, found)
+    indices = torch.empty_like(candidates).index_copy_(
+        0, order, order.index_select(0, candidates.view(-1)).view(n, m))
     return values, indices
 
 
@@ -317,68 +296,36 @@ def _spatial_order(X: Tensor, leaf: int) -> Tensor:
     return order
 
 
-def _merge_below(tile: Tensor, row0: int, col0: int, state: tuple[Tensor, Tensor, Tensor]
-                 ) -> None:
-    """Merge the entries of ``tile`` (rows row0.., columns col0.. of the distance matrix; it may
-    be a transposed view) below their row's threshold into the running smallest of the rows."""
-    hits = _hits_below(tile, state[2][row0:row0 + tile.shape[0]])
-    if hits is not None:
-        rows, cols, values = hits
-        _merge_hits(rows + row0, cols + col0, values, state)
-
-
-def _merge_both_ways(tile: Tensor, row0: int, col0: int,
-                     state: tuple[Tensor, Tensor, Tensor]) -> None:
-    """Merge the entries of an off-diagonal ``tile`` (rows row0.., columns col0.. ≥ the last
-    row) below their threshold into the running smallest of its rows and, transposed, of its
-    columns. The two sets of rows are disjoint, so neither search changes the other's
-    thresholds and one merge serves both (half the merge calls)."""
-    found = []
-    for part, rows0, cols0 in ((tile, row0, col0), (tile.T, col0, row0)):
-        hits = _hits_below(part, state[2][rows0:rows0 + part.shape[0]])
-        if hits is not None:
-            rows, cols, values = hits
-            found.append((rows + rows0, cols + cols0, values))  # rows ascending across both
-    if found:
-        rows, cols, values = (torch.cat(parts) for parts in zip(*found, strict=True))
-        _merge_hits(rows, cols, values, state)
-
-
-def _hits_below(tile: Tensor, threshold: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
-    """(rows, columns, values) of the entries of ``tile`` (it may be a transposed view) below
-    their row's ``threshold``, rows ascending; None when there are none."""
+def _merge_below(tile: Tensor, col0: int, state: tuple[Tensor, Tensor, Tensor]) -> None:
+    """Merge the entries of ``tile`` (every row, columns col0.. of the scores) below their
+    row's threshold into the running smallest of the rows."""
+    threshold = state[2]
     b, w = tile.shape
-    if w % CPU_GROUP == 0 and w >= CPU_GROUP:
-        # the minimum of each group of columns j + t·stride (t < CPU_GROUP); only the groups
-        # whose minimum is below the row's threshold are read
-        stride = w // CPU_GROUP
-        row_stride, col_stride = tile.stride()  # (w, 1), or (1, b) for a transposed tile
-        # only the rows with a group below their threshold (a third of them in a typical
-        # tile) have their groups listed, which halves the cost of listing them
-        if row_stride >= col_stride:
-            lows = torch.amin(tile.view(b, CPU_GROUP, stride), dim=1)  # (b, stride)
-            active = torch.lt(lows.amin(dim=1), threshold).nonzero().view(-1)
-            lows = lows.index_select(0, active)
-        else:  # reduce over whole rows of the stored tile: contiguous, vectorised
-            lows = torch.amin(tile.T.view(CPU_GROUP, stride, b), dim=0)  # (stride, b)
-            active = torch.lt(lows.amin(dim=0), threshold).nonzero().view(-1)
-            lows = lows.index_select(1, active).T.contiguous()
-        if active.numel() == 0:
-            return None
-        groups = torch.lt(lows, threshold.index_select(0, active)[:, None]).nonzero()
-        group_rows, group_cols = active.index_select(0, groups[:, 0]), groups[:, 1]
-        # the members of the passing groups, (groups, CPU_GROUP), read through a view of the
-        # tile (transposed or not) without building their positions
-        read = tile.unflatten(1, (CPU_GROUP, stride))[group_rows, :, group_cols]
-        below = read < threshold.index_select(0, group_rows)[:, None]
-        which, member = below.nonzero().unbind(1)  # by group, so by row
-        return (group_rows.index_select(0, which),
-                group_cols.index_select(0, which) + member * stride, read[which, member])
-    hits = torch.lt(tile, threshold[:, None]).nonzero()
-    if hits.shape[0] == 0:
-        return None
-    rows, cols = hits.unbind(1)
-    return rows, cols, tile[rows, cols]
+    if w % CPU_GROUP or w < CPU_GROUP:
+        hits = torch.lt(tile, threshold[:, None]).nonzero()
+        if hits.shape[0]:
+            rows, cols = hits.unbind(1)
+            _merge_hits(rows, cols + col0, tile[rows, cols], state)
+        return
+    # the minimum of each group of columns j + t·stride (t < CPU_GROUP); only the rows with a
+    # group below their threshold (a third of them in a typical tile) have their groups listed,
+    # and only the groups whose minimum is below the row's threshold are read
+    stride = w // CPU_GROUP
+    lows = torch.amin(tile.view(b, CPU_GROUP, stride), dim=1)  # (b, stride)
+    active = torch.lt(lows.amin(dim=1), threshold).nonzero().view(-1)
+    if active.numel() == 0:
+        return
+    groups = torch.lt(lows.index_select(0, active),
+                      threshold.index_select(0, active)[:, None]).nonzero()
+    group_rows, group_cols = active.index_select(0, groups[:, 0]), groups[:, 1]
+    # the members of the passing groups, (groups, CPU_GROUP), read through a view of the tile
+    # without building their positions
+    read = tile.unflatten(1, (CPU_GROUP, stride))[group_rows, :, group_cols]
+    below = read < threshold.index_select(0, group_rows)[:, None]
+    which, member = below.nonzero().unbind(1)  # by group, so by row
+    _merge_hits(group_rows.index_select(0, which),
+                group_cols.index_select(0, which) + member * stride + col0,
+                read[which, member], state)
 
 
 def _merge_hits(rows: Tensor, cols: Tensor, values: Tensor,
@@ -477,8 +424,8 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
     X32 = squares32 = None
     if symmetric:  # every row's candidates at once, each distance tile serving two rows' search
         all_values, all_candidates = _symmetric_smallest(centred, m)
-    gather_buffer = torch.empty(min(rows, n) * (m if screen else k) * X.shape[1], dtype=X.dtype,
-                                device=X.device)  # reused by every row block
+    gather_buffer = None if cpu else torch.empty(  # reused by every row block
+        min(rows, n) * (m if screen else k) * X.shape[1], dtype=X.dtype, device=X.device)
     all_distances, all_indices = [], []
     for start in range(0, n, rows):
         block = X[start:start + rows]
@@ -495,7 +442,7 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
                 values, indices = _tiled_smallest(X32[own], row_ids, X32, squares32, m, cols,
                                                   max(first, m + 1))
                 left_out = centred_squares[own] + values.max(dim=1).values.double()
-            exact = _distances(block, X, indices, gather_buffer)
+            exact = _distances(X, row_ids, indices, gather_buffer)
             kth = exact.kthvalue(k, dim=1).values
             left_out = left_out - slack32 * (norms[own] + radius) ** 2 - 2.0**-100
             unsafe = ~(kth.square() * (1 + slack64) < left_out)  # NaN counts as unsafe
@@ -506,24 +453,33 @@ def nearest_neighbors(X: Tensor, k: int, chunk_size: int | None = None) -> tuple
                 _, again = _tiled_smallest(centred[own][redo], row_ids[redo], centred,
                                            centred_squares, m, cols, max(first, m + 1))
                 indices[redo] = again
-                exact[redo] = _distances(block[redo], X, again, gather_buffer)
+                exact[redo] = _distances(X, row_ids[redo], again, gather_buffer)
         else:
             values, indices = _tiled_smallest(block, row_ids, X, squares, k, cols,
                                               max(first, k + 1))
-            exact = _distances(block, X, indices, gather_buffer)
+            exact = _distances(X, row_ids, indices, gather_buffer)
         exact, order = exact.sort(dim=1, stable=True)
         all_distances.append(exact[:, :k])
         all_indices.append(indices.gather(1, order[:, :k]))
     return torch.cat(all_distances), torch.cat(all_indices)
 
 
-def _distances(block: Tensor, X: Tensor, indices: Tensor, buffer: Tensor) -> Tensor:
-    """‖x − y‖ for each row x of ``block`` and the rows y of ``X`` listed in its row of
-    ``indices`` (b, m), from the differences; ``buffer`` holds at least b·m·D entries."""
+def _distances(X: Tensor, row_ids: Tensor, indices: Tensor, buffer: Tensor | None) -> Tensor:
+    """‖x − y‖ for each row x = X[row_ids[i]] and the rows y of ``X`` listed in row i of
+    ``indices`` (b, m), from the differences: on the CPU by a compiled loop that reads the rows
+    in place (:func:`genlab.analyses.neighbor_screen.pair_distances`), elsewhere from a gathered
+    copy of the neighbours in ``buffer`` (at least b·m·D entries)."""
+    if X.device.type == "cpu":
+        from genlab.analyses import neighbor_screen
+
+        distances = np.empty(tuple(indices.shape), dtype=X.numpy(force=True).dtype)
+        neighbor_screen.pair_distances(X.numpy(force=True), row_ids.numpy(),
+                                       indices.numpy(), distances)
+        return torch.from_numpy(distances)
     b, m = indices.shape
     gathered = torch.index_select(X, 0, indices.reshape(-1),
                                   out=buffer[:b * m * X.shape[1]].view(b * m, X.shape[1]))
-    return torch.linalg.vector_norm(gathered.view(b, m, -1).sub_(block[:, None, :]), dim=2)
+    return torch.linalg.vector_norm(gathered.view(b, m, -1).sub_(X[row_ids][:, None, :]), dim=2)
 
 
 def _require_positive(distances: Tensor) -> None:
