@@ -160,7 +160,7 @@ except Exception as e:
     problems.append("torch: cannot import it (%s: %s)" % (type(e).__name__, e))
 # what the stages and benchmarks import: a missing dependency shows up under its own name
 mods = ["yaml", "genlab", "genlab.cli", "genlab.studies", "genlab.analyses.sharpness",
-        "genlab.train.ensemble"]
+        "genlab.analyses.neighbor_screen", "genlab.train.ensemble"]
 for mod in mods + (["snakemake", "snakemake.cli", "dvc", "dvc.repo"] if workflow else []):
     if any(mod.startswith(bad + ".") for bad in failed):
         continue  # its package is already reported
