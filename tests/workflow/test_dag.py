@@ -230,3 +230,23 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
                         one = stage_settings(config, "train", run)
                         assert one["run"] == recorded["runs"][run]
                         assert one.keys() - {"run"} == recorded.keys() - {"runs"}
+
+
+def test_dvc_ignores_the_caches_written_beside_the_code(tmp_path: Path) -> None:
+    """numba writes compiled kernels into src/genlab/analyses/__pycache__ when they are first
+    used (and Python its bytecode): DVC must not count them in the src/ folders stages depend on,
+    or a run that meets a new argument type would make every such stage look changed."""
+    env = tool_env(tmp_path / "home")
+    project = copy_project(tmp_path / "project", env)
+    cache = project / "src/genlab/analyses/__pycache__"
+    cache.mkdir()
+    written = [cache / "neighbor_screen.scan_diagonal-120.py311.nbi",
+               cache / "neighbor_screen.cpython-311.pyc"]
+    for path in written:
+        path.write_bytes(b"\0")
+    relative = [p.relative_to(project).as_posix() for p in written]
+    ignored = run(["dvc", "check-ignore", *relative], project, env)
+    assert ignored.stdout.split() == relative
+    source = run(["dvc", "check-ignore", "src/genlab/analyses/neighbor_screen.py"], project, env,
+                 check=False)
+    assert source.returncode == 1 and not source.stdout.strip()
