@@ -9,6 +9,10 @@ counts are no multiples of the group size, so every tail path runs.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -77,3 +81,29 @@ def test_both_ways_pass_merges_rows_and_columns(b: int, w: int, m: int) -> None:
     untouched = np.setdiff1d(np.arange(n), np.concatenate([rows, columns]))
     np.testing.assert_array_equal(values[untouched], before[untouched])
     np.testing.assert_array_equal(indices[untouched], earlier[untouched])
+
+
+WITHOUT_CACHE = """
+import numpy as np, torch
+from numba.core.caching import NullCache
+from genlab.analyses import neighbor_screen
+from genlab.analyses.intrinsic_dim import nearest_neighbors
+assert isinstance(neighbor_screen.scan_diagonal._cache, NullCache)
+X = np.random.default_rng(0).standard_normal((300, 5))
+distances, _ = nearest_neighbors(torch.as_tensor(X), 3)
+full = np.linalg.norm(X[:, None] - X[None], axis=2)
+np.fill_diagonal(full, np.inf)
+np.testing.assert_allclose(distances.numpy(), np.sort(full, axis=1)[:, :3], rtol=1e-12)
+print("ok")
+"""
+
+
+def test_kernels_compile_without_a_writable_cache_folder() -> None:
+    """Where numba can write its cache nowhere (a read-only install and HOME; simulated by
+    letting it look only where NUMBA_CACHE_DIR points, and setting none), ``cache=True`` raises
+    at import: the kernels must then compile per process, not fail."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["NUMBA_CACHE_LOCATOR_CLASSES"] = "numba.core.caching.UserProvidedCacheLocator"
+    done = subprocess.run([sys.executable, "-c", WITHOUT_CACHE], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

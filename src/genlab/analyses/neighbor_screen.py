@@ -19,9 +19,11 @@ the guarantee the exactness test of :func:`~genlab.analyses.intrinsic_dim.neares
 relies on. No pass assumes finite values (numba's ``fastmath=True`` would): tiles and thresholds
 hold infinities (the masked diagonal, rows not filled yet).
 
-The kernels are compiled on first use (7 s here) and cached on disk (``cache=True``: the
-package's ``__pycache__``, or numba's user-wide cache where that is read-only), so later
-processes load them instead of compiling again.
+The kernels are compiled on first use (7 s here) and cached on disk (the package's
+``__pycache__``, or numba's user-wide cache where that is read-only, or ``NUMBA_CACHE_DIR``), so
+later processes load them instead of compiling again; where no such folder can be written, each
+process compiles them anew (:func:`_compiled`). The cache is local: DVC ignores ``__pycache__``
+(.dvcignore), so numba's pickled cache files never travel through a remote.
 """
 
 from __future__ import annotations
@@ -35,7 +37,21 @@ slices whose elementwise minima flag the groups to read (:func:`_merge_row`), an
 off the diagonal are tested GROUP rows at a time against their columns' thresholds."""
 
 
-@numba.njit(cache=True, nogil=True)
+def _compiled(function=None, **options):
+    """``numba.njit(cache=True, nogil=True)``, or without the on-disk cache where numba finds no
+    folder it can write it to (it then refuses ``cache=True`` with a RuntimeError at import)."""
+    def compile_(function):
+        try:
+            return numba.njit(cache=True, nogil=True, **options)(function)
+        except RuntimeError as error:
+            if "no locator available" not in str(error):
+                raise
+            return numba.njit(nogil=True, **options)(function)
+
+    return compile_ if function is None else compile_(function)
+
+
+@_compiled
 def _replace_largest(heap, ids, value, index):
     """Put (value, index) in place of the largest entry of the max-heap (heap, ids)."""
     m = heap.shape[0]
@@ -55,7 +71,7 @@ def _replace_largest(heap, ids, value, index):
     ids[i] = index
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _merge_row(line, row, col0, threshold, values, indices, thresholds, lows):
     """Merge the entries of ``line`` (columns col0.. of row ``row``) below ``threshold`` and
     below the row's running m-th smallest into the row's heap. The row is read as GROUP slices
@@ -82,7 +98,7 @@ def _merge_row(line, row, col0, threshold, values, indices, thresholds, lows):
     thresholds[row] = heap[0]
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _kth_smallest(data, heap, ids):
     """The len(heap)-th smallest entry of ``data`` (heap, ids: scratch of that length)."""
     heap[:] = np.inf
@@ -92,7 +108,7 @@ def _kth_smallest(data, heap, ids):
     return heap[0]
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _group_minima(line, lows):
     """lows[s] = the minimum of line[s + t·S] over t < GROUP, S = len(lows) (strided groups:
     elementwise minima of whole slices, which vectorise where a minimum of contiguous entries
@@ -107,7 +123,7 @@ def _group_minima(line, lows):
             lows[s] = low if low < value else value
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def scan_diagonal(tile, row0, values, indices, thresholds):
     """Start the search of rows row0.. from their own cell: ``tile`` (b, b) holds the cell's
     squared distances, its diagonal masked (inf), b ≥ m + 1. Each row's heap is filled from
@@ -134,7 +150,7 @@ def scan_diagonal(tile, row0, values, indices, thresholds):
         _merge_row(line, row, row0, first, values, indices, thresholds, lows)
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def scan_both_ways(tile, row0, col0, values, indices, thresholds):
     """Merge the entries of an off-diagonal ``tile`` (rows row0.., columns col0.., every column
     after every row) below their threshold into the heaps of its rows and, transposed, of its
@@ -171,7 +187,7 @@ def scan_both_ways(tile, row0, col0, values, indices, thresholds):
                 thresholds[column] = heap[0]
 
 
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+@_compiled(fastmath={"reassoc", "contract"})
 def pair_distances(X, rows, neighbors, out):
     """out[i, q] = ‖X[rows[i]] − X[neighbors[i, q]]‖ from the differences, the squares summed
     in float64. Fast-math here only reorders the sum (so it vectorises) and fuses multiply-adds:
