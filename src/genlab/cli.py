@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
+import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -309,9 +311,15 @@ ANALYZERS: dict[str, Callable[[Any, Any, Any, Callable[[], Any]], tuple[dict, di
 class CheckpointFolder:
     """A run's checkpoint beside its outputs: tensors, then the JSON that vouches for them.
 
-    The JSON names the tensors file's sha256 and the stage settings' hash; a checkpoint whose
-    files disagree (killed between the two writes) or whose settings differ is not used.
+    Each save writes its tensors to a new file (``state-<step>-<token>.safetensors``), then
+    ``state.json`` naming that file, its sha256 and the stage settings' hash, and only then
+    removes the older tensors files: a job killed at any moment leaves the JSON naming a complete
+    file, so the last checkpoint is never lost (overwriting one file in place lost it whenever the
+    kill fell between the two writes). A checkpoint whose files disagree or whose settings differ
+    is not used.
     """
+
+    TENSORS = re.compile(r"state-\d+-[0-9a-f]{8}\.safetensors")
 
     def __init__(self, folder: Path, settings_sha256: str) -> None:
         self.folder, self.settings_sha256 = folder, settings_sha256
@@ -320,14 +328,16 @@ class CheckpointFolder:
         from genlab.io import ArtifactError, read_json, read_safetensors
         from genlab.train.checkpoint import from_records
 
-        tensors_path, meta_path = self.folder / "state.safetensors", self.folder / "state.json"
-        if not (tensors_path.exists() and meta_path.exists()):
+        meta_path = self.folder / "state.json"
+        if not meta_path.exists():
             return None
         meta = read_json(meta_path)
+        name = str(meta.get("tensors_file", ""))
         tensors = None
-        if meta.get("settings_sha256") == self.settings_sha256 and "tensors_sha256" in meta:
+        if (meta.get("settings_sha256") == self.settings_sha256 and "tensors_sha256" in meta
+                and self.TENSORS.fullmatch(name)):  # a bare name: nothing outside the folder
             with contextlib.suppress(ArtifactError):  # tensors not the ones the JSON vouches for
-                tensors = read_safetensors(tensors_path, meta["tensors_sha256"])
+                tensors = read_safetensors(self.folder / name, meta["tensors_sha256"])
         if tensors is None:
             log.warning("ignoring checkpoint %s: made with other settings or incomplete",
                         self.folder)
@@ -344,10 +354,13 @@ class CheckpointFolder:
 
         def save(ckpt) -> None:
             tensors, meta = to_records(ckpt)
-            meta |= {"settings_sha256": self.settings_sha256,
-                     "tensors_sha256": write_safetensors(self.folder / "state.safetensors",
-                                                         tensors)}
+            name = f"state-{ckpt.step}-{secrets.token_hex(4)}.safetensors"
+            meta |= {"settings_sha256": self.settings_sha256, "tensors_file": name,
+                     "tensors_sha256": write_safetensors(self.folder / name, tensors)}
             write_json(self.folder / "state.json", meta)
+            for older in self.folder.glob("state-*.safetensors"):
+                if older.name != name:
+                    older.unlink(missing_ok=True)
             last[0] = time.monotonic()
             log.info("checkpoint at step %d", ckpt.step)
 
