@@ -472,9 +472,9 @@ def _distances(X: Tensor, row_ids: Tensor, indices: Tensor, buffer: Tensor | Non
     if X.device.type == "cpu":
         from genlab.analyses import neighbor_screen
 
-        distances = np.empty(tuple(indices.shape), dtype=X.numpy(force=True).dtype)
-        neighbor_screen.pair_distances(X.numpy(force=True), row_ids.numpy(),
-                                       indices.numpy(), distances)
+        points = X.numpy(force=True)
+        distances = np.empty(tuple(indices.shape), dtype=points.dtype)
+        neighbor_screen.pair_distances(points, row_ids.numpy(), indices.numpy(), distances)
         return torch.from_numpy(distances)
     b, m = indices.shape
     gathered = torch.index_select(X, 0, indices.reshape(-1),

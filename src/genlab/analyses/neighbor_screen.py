@@ -75,14 +75,12 @@ def _replace_largest(heap, ids, value, index):
 def _merge_row(line, row, col0, threshold, values, indices, thresholds, lows):
     """Merge the entries of ``line`` (columns col0.. of row ``row``) below ``threshold`` and
     below the row's running m-th smallest into the row's heap. The row is read as GROUP slices
-    of S = len(line) // GROUP columns (``lows``: S scratch floats, see :func:`_group_minima`);
-    only the groups whose minimum is below the threshold, and the last len(line) mod GROUP
-    entries, are read one by one."""
+    of S = len(line) // GROUP columns, ``lows`` holding their minima (:func:`_group_minima`,
+    called by the caller, which may need them too); only the groups whose minimum is below the
+    threshold, and the last len(line) mod GROUP entries, are read one by one."""
     heap, ids = values[row], indices[row]
     width = line.shape[0]
-    stride = width // GROUP
-    if stride:
-        _group_minima(line, lows)
+    stride = lows.shape[0]
     for s in range(stride):
         if lows[s] < threshold:
             for j in range(s, GROUP * stride, stride):
@@ -143,9 +141,9 @@ def scan_diagonal(tile, row0, values, indices, thresholds):
         line = tile[i]
         values[row, :] = np.inf
         indices[row, :] = row0
+        _group_minima(line, lows)
         first = np.inf
         if stride >= m:
-            _group_minima(line, lows)
             first = np.nextafter(_kth_smallest(lows, heap, ids), np.inf)
         _merge_row(line, row, row0, first, values, indices, thresholds, lows)
 
@@ -175,6 +173,7 @@ def scan_both_ways(tile, row0, col0, values, indices, thresholds):
                 low = column_lows[j]
                 column_lows[j] = low if low < value else value
             if count:
+                _group_minima(line, lows)
                 _merge_row(line, row, col0, threshold, values, indices, thresholds, lows)
         for j in range(w):
             column = col0 + j
