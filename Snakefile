@@ -3,15 +3,24 @@
 #   snakemake --cores all                  run everything that is out of date
 #   snakemake --profile workflow/profiles/slurm   the same on a SLURM cluster
 
+import sys
+
 from genlab.config import load_params
-from genlab.dag import local_gpu_slots, stages_use_cuda
-from genlab.sync import record_in_dvc
+from genlab.workflow.adapter import local_gpu_slots, stages_use_cuda
+from genlab.workflow.sync import record_in_dvc
+from genlab.workflow.generate import write as write_dvc_yaml
 
 # Validates params.yaml at parse time: an invalid file stops here, before any job runs.
 PARAMS = load_params("params.yaml")
 
+# dvc.yaml is generated from the registries and params.yaml's studies and analyses; a study
+# switched on or off, or an analysis, changes its stages. Rewritten here when stale (by the main
+# process only: the jobs of a cluster run parse this file again), so both engines read the same.
+if workflow.is_main_process and write_dvc_yaml(workflow.basedir, PARAMS):
+    print("genlab: dvc.yaml regenerated for params.yaml's studies and analyses", file=sys.stderr)
+
 # GPUs. The torch stages ask for resource gpu=1 when they will run on CUDA (ON_CUDA; see
-# genlab.dag.stage_resources). Run locally (no --jobs/executor), at most one of them per visible
+# genlab.workflow.adapter.stage_resources). Run locally (no --jobs/executor), at most one of them per visible
 # device runs at a time, each on its own device (genlab.device.resolve_device); `--resources
 # gpu=N` on the command line overrides the cap. On a cluster the scheduler hands out the GPUs,
 # and the Snakemake that runs each job there (not the main process) must not count them again:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from genlab.cli import write_plots
+from genlab.stages.aggregate import write_plots
 from genlab.studies import STUDIES
 from genlab.studies.base import PlotSpec, plot_table
 

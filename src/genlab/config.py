@@ -21,6 +21,7 @@ import yaml
 from pydantic import (
     BaseModel,
     Field,
+    PrivateAttr,
     ValidationError,
     create_model,
     field_validator,
@@ -63,23 +64,43 @@ class Params(FrozenModel):
     report: ReportSettings = ReportSettings()
     studies: Studies  # type: ignore[valid-type]
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _switch_off(cls, data: Any, handler: Any) -> Params:
+        """``enabled: false`` in a study's block switches the study off: it is validated like
+        the rest, then treated as not declared (no stages; the report lists it as not run)."""
+        off: list[str] = []
+        if isinstance(data, dict) and isinstance(data.get("studies"), dict):
+            studies = {}
+            for name, study in data["studies"].items():
+                if isinstance(study, dict) and "enabled" in study:
+                    enabled = study["enabled"]
+                    if not isinstance(enabled, bool):
+                        raise FieldValueError(("studies", name, "enabled"), enabled,
+                                              "must be true or false")
+                    study = {k: v for k, v in study.items() if k != "enabled"}
+                    if not enabled:
+                        off.append(name)
+                studies[name] = study
+            data = {**data, "studies": studies}
+        params = handler(data)
+        object.__setattr__(params, "_switched_off", tuple(off))
+        if not params.declared_studies():
+            raise FieldValueError(("studies",), list(off), "every declared study is switched "
+                                  "off; switch at least one on")
+        return params
+
     @field_validator("studies", mode="before")
     @classmethod
     def _no_empty_study(cls, studies: Any) -> Any:
         # `random_labels:` with its block deleted or commented out parses as null; skipping the
-        # study silently would look like success. To skip a study, remove its key.
+        # study silently would look like success. To skip a study, remove its key or set
+        # `enabled: false` in its block.
         if isinstance(studies, dict):
             for name, study in studies.items():
                 if study is None and isinstance(name, str):
                     raise FieldValueError(name, study, "empty study block (to skip a study, "
-                                          "remove its key)")
-        return studies
-
-    @field_validator("studies")
-    @classmethod
-    def _at_least_one_study(cls, studies: BaseModel) -> BaseModel:
-        if not any(getattr(studies, name) is not None for name in type(studies).model_fields):
-            raise ValueError("declare at least one study")
+                                          "remove its key or set `enabled: false`)")
         return studies
 
     @model_validator(mode="after")
@@ -98,10 +119,21 @@ class Params(FrozenModel):
                         f"a run's name is derived from its settings; expected {expected!r}")
         return self
 
+    _switched_off: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def switched_off(self) -> tuple[str, ...]:
+        """Studies whose block says ``enabled: false``, in file order."""
+        return self._switched_off
+
     def declared_studies(self) -> dict[str, BaseModel]:
-        """The studies present in the file, by name, in registry order."""
+        """The studies present and switched on in the file, by name, in registry order."""
         return {n: s for n in type(self.studies).model_fields
-                if (s := getattr(self.studies, n)) is not None}
+                if (s := getattr(self.studies, n)) is not None and n not in self._switched_off}
+
+    def studies_block(self, name: str) -> BaseModel:
+        """A study's settings, switched on or off."""
+        return getattr(self.studies, name)
 
     def study(self, name: str) -> BaseModel:
         study = self.declared_studies().get(name)

@@ -27,3 +27,17 @@ def torch_generator(base: int, *purpose: str | int, device: str = "cpu"):  # -> 
     gen = torch.Generator(device=device)
     gen.manual_seed(derive_seed(base, *purpose))
     return gen
+
+
+def subsample(X, y, max_examples: int | None, seed: int = 0):  # tensors -> (X, y)
+    """At most ``max_examples`` examples drawn without replacement from ``seed`` (kept in their
+    original order), or all of them for None: the curvature of a big training set is estimated
+    on a subsample, as Cohen et al. do on 5k examples."""
+    import torch
+
+    if max_examples is None or max_examples >= len(X):
+        return X, y
+    generator = torch_generator(seed, "sharpness", "subsample")
+    keep = torch.randperm(len(X), generator=generator)[:max_examples].sort().values
+    keep = keep.to(X.device)
+    return X[keep], y[keep.to(y.device)]

@@ -7,6 +7,7 @@ study modules can import them without an import cycle.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
@@ -170,4 +171,10 @@ def format_float_slug(value: float) -> str:
     return text.removesuffix(".0").replace(".", "_")
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What a stage asks a scheduler for (Snakemake ``resources:``; SLURM through its executor).
+    Snakemake-only: DVC never reads them, so editing them reruns nothing."""
 
+    mem_mb: int
+    runtime: int  # minutes

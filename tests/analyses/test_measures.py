@@ -29,25 +29,22 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import vector_to_parameters
 
-from genlab.analyses.measures import (
+from genlab.analyses.measures.collapse import neural_collapse
+from genlab.analyses.measures.flatness import largest_below, pac_bayes_sigma, worst_case_alpha
+from genlab.analyses.measures.norms import layer_norms, layer_rotations, margins, path_norm
+from genlab.analyses.measures.ranking import (
+    conditional_mutual_information,
+    granulated_kendall,
+    kendall_tau,
+    normalized_cmi,
+)
+from genlab.analyses.measures.registry import (
     MEASURES,
     MeasureInputs,
     MeasureSettings,
     compute_measure,
     compute_measures,
-    conditional_mutual_information,
-    granulated_kendall,
-    kendall_tau,
-    largest_below,
-    layer_norms,
-    layer_rotations,
-    margins,
-    neural_collapse,
-    pac_bayes_sigma,
-    path_norm,
-    worst_case_alpha,
 )
-from genlab.analyses.measures.ranking import normalized_cmi
 from genlab.models.mlp import MLP
 from genlab.settings import MLPSettings
 from genlab.train.loop import loss_value

@@ -13,9 +13,9 @@ What DVC 3 (3.67) does, measured here on a one-stage workspace (about 5 s a test
   bytes are in the workspace, the object is dropped from the cache, and once a pull has put the
   good object back DVC's state db still vouches for the bad workspace file.
 - genlab's readers are the backstop: a truncated Parquet file gives an ``ArtifactError`` naming it.
-- ``genlab verify-cache`` (genlab.cache_check) is the check DVC skips: it hashes every cache
-  object against its name; ``--repair`` deletes the damaged ones and the workspace files checked
-  out from them, then runs ``dvc pull``.
+- ``genlab verify-cache`` (genlab.workflow.cache_check) is the check DVC skips: it hashes every
+  cache object against its name; ``--repair`` deletes the damaged ones and the workspace files
+  checked out from them, then runs ``dvc pull``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from genlab.cache_check import affected_outputs, check
-from genlab.cache_check import damaged_objects as damaged_objects_in
 from genlab.io import ArtifactError, read_parquet
+from genlab.workflow.cache_check import affected_outputs, check
+from genlab.workflow.cache_check import damaged_objects as damaged_objects_in
 from tests_support import run, tool_env
 
 OUT = "data/dataset/train.parquet"

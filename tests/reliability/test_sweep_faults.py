@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from genlab.studies.eos_gd import EoSRun, run_id
+from genlab.studies.eos_gd.settings import EoSRun, run_id
 from tests_support import copy_project, run, tool_env
 
 pytestmark = pytest.mark.workflow

@@ -3,7 +3,10 @@ each model through train_run, summarize and figures, and that a run is determini
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib
+import inspect
 import json
 import math
 
@@ -14,14 +17,8 @@ from pydantic import ValidationError
 
 from genlab.io import dumps_json
 from genlab.models.registry import MODELS, build_model
-from genlab.studies.influence import (
-    METHODS,
-    SPEC,
-    InfluenceConfig,
-    InfluenceRun,
-    check_claims,
-    run_id,
-)
+from genlab.studies.influence.experiment import METHODS, SPEC, check_claims
+from genlab.studies.influence.settings import InfluenceConfig, InfluenceRun, run_id
 
 CPU = torch.device("cpu")
 
@@ -46,6 +43,40 @@ def config(**changes) -> InfluenceConfig:
 def test_run_ids_and_registration() -> None:
     assert run_id(InfluenceRun(model="mlp", seed=3)) == "mlp-s3"
     assert SPEC.name == "influence" and SPEC.config is InfluenceConfig
+
+
+SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
+                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry",
+                    "genlab.train.binary_settings")
+
+
+def _imports(module: str) -> set[str]:
+    """Every module a source file imports, function-level and TYPE_CHECKING ones included."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{module}: relative import"
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", ["genlab.studies.influence.settings",
+                                    "genlab.train.binary_settings"])
+def test_the_settings_import_no_code(module: str) -> None:
+    for name in _imports(module):
+        assert any(name == ok or name.startswith(ok + ".") for ok in SETTINGS_IMPORTS), \
+            f"{module} imports {name}"
+    assert _imports("genlab.studies.influence") == set()  # the package's __init__
+
+
+def test_the_entry_is_the_experiments() -> None:
+    from genlab.studies import STUDIES, load_study
+
+    assert load_study("influence") is SPEC
+    assert load_study("influence").entry is STUDIES["influence"]
 
 
 def test_settings_are_validated() -> None:
@@ -178,7 +209,7 @@ def test_tiny_runs_end_to_end() -> None:
 
 
 def test_the_shown_test_points_are_not_a_training_setting() -> None:
-    from genlab.cli import stage_settings
+    from genlab.stages.common import stage_settings
 
     assert stage_settings(config(shown_test_points=1), "train", "mlp-s0") == \
         stage_settings(config(shown_test_points=3), "train", "mlp-s0")

@@ -3,6 +3,8 @@ hand-made numbers, and one tiny run of every kind through train_run, summarize a
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import math
 import subprocess
@@ -16,13 +18,8 @@ from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
 from genlab.io import dumps_json
-from genlab.studies.intrinsic_dim import (
+from genlab.studies.intrinsic_dim.experiment import (
     SPEC,
-    EstimateRun,
-    IntrinsicDimConfig,
-    LayersRun,
-    ScalingRun,
-    SubspaceRun,
     check_estimator,
     check_layers,
     check_scaling,
@@ -31,8 +28,15 @@ from genlab.studies.intrinsic_dim import (
     median_d_int90,
     power_law_exponent,
     representations,
-    run_id,
     summarize,
+)
+from genlab.studies.intrinsic_dim.settings import (
+    EstimateRun,
+    IntrinsicDimConfig,
+    LayersRun,
+    ScalingRun,
+    SubspaceRun,
+    run_id,
 )
 
 CPU = torch.device("cpu")
@@ -77,15 +81,46 @@ def config(**updates) -> IntrinsicDimConfig:
 
 
 def test_registered_when_the_registry_lists_it() -> None:
-    from genlab.studies import STUDIES
+    from genlab.studies import STUDIES, load_study
 
-    if "intrinsic_dim" in STUDIES:
-        assert STUDIES["intrinsic_dim"] is SPEC
+    assert load_study("intrinsic_dim") is SPEC
+    assert load_study("intrinsic_dim").entry is STUDIES["intrinsic_dim"]
     assert SPEC.run_id is run_id and SPEC.config is IntrinsicDimConfig
+    assert not SPEC.entry.grouped and SPEC.train_group is None
+
+
+SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "math", "pydantic",
+                       "genlab.settings", "genlab.analyses.settings", "genlab.data.settings",
+                       "genlab.studies.entry")
+
+
+def _allowed(module: str) -> bool:
+    return any(module == ok or module.startswith(ok + ".") for ok in SETTINGS_MAY_IMPORT)
+
+
+def test_the_settings_module_imports_only_cheap_settings() -> None:
+    """settings.py is what validating params.yaml and planning the pipeline import: no torch,
+    numpy or pyarrow, and no genlab module with code (the pipeline reads every import statement
+    of a file, function-level ones included, as a code dependency)."""
+    spec = importlib.util.find_spec("genlab.studies.intrinsic_dim.settings")
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    imported = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in settings.py"
+            assert node.module is not None
+            imported.append(node.module)
+    assert imported, "found no imports: the check reads the wrong file"
+    assert [m for m in imported if not _allowed(m)] == []
 
 
 def test_importing_the_study_does_not_import_torch() -> None:
-    code = "import sys, genlab.studies.intrinsic_dim; print('torch' in sys.modules)"
+    code = ("import sys, genlab.studies.intrinsic_dim.settings, "
+            "genlab.studies.intrinsic_dim.experiment; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
@@ -348,7 +383,7 @@ def test_a_run_is_deterministic(tiny) -> None:
 
 def test_scaling_sets_are_nested_prefixes_of_one_draw() -> None:
     from genlab.data.manifolds import manifold
-    from genlab.studies.intrinsic_dim import scaling_data_settings
+    from genlab.studies.intrinsic_dim.experiment import scaling_data_settings
 
     cfg = config()
     data = manifold(scaling_data_settings(cfg, cfg.runs["scaling-d3-s0"]))

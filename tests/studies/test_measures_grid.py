@@ -3,6 +3,8 @@ check's decision, and a tiny grid trained end to end (grouped and alone, identic
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import itertools
 import json
 import math
@@ -14,21 +16,20 @@ import torch
 from pydantic import ValidationError
 from scipy.stats import kendalltau
 
-from genlab.analyses.measures import MEASURES, granulated_kendall
+from genlab.analyses.measures.ranking import granulated_kendall
+from genlab.analyses.measures.registry import MEASURES
 from genlab.io import dumps_json
-from genlab.studies.measures_grid import (
+from genlab.studies.measures_grid.experiment import (
     HYPERPARAMETERS,
     JIANG_MEASURES,
     SPEC,
-    MeasuresGridConfig,
-    MeasuresGridRun,
     check_claims,
     ensemble_groups,
     grid_runs,
     measure_value,
-    run_id,
     summarize,
 )
+from genlab.studies.measures_grid.settings import MeasuresGridConfig, MeasuresGridRun, run_id
 
 DATA = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
         "n_train": 60, "n_test": 100, "seed": 1}
@@ -48,6 +49,43 @@ def test_spec_uses_the_module_functions() -> None:
     assert SPEC.run_id is run_id and SPEC.config is MeasuresGridConfig
     assert SPEC.train_group is not None
     assert set(JIANG_MEASURES) <= set(MEASURES)
+
+
+def test_registered() -> None:
+    from genlab.studies import STUDIES, load_study
+
+    assert load_study("measures_grid") is SPEC
+    assert load_study("measures_grid").entry is STUDIES["measures_grid"]
+    assert STUDIES["measures_grid"].grouped
+
+
+SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "math", "pydantic",
+                       "genlab.settings", "genlab.analyses.settings", "genlab.data.settings",
+                       "genlab.studies.entry")
+
+
+def _allowed(module: str) -> bool:
+    return any(module == ok or module.startswith(ok + ".") for ok in SETTINGS_MAY_IMPORT)
+
+
+def test_the_settings_module_imports_only_cheap_settings() -> None:
+    """settings.py is what validating params.yaml and planning the pipeline import: no torch,
+    numpy or pyarrow, and no genlab module with code (the pipeline reads every import statement
+    of a file, function-level ones included, as a code dependency)."""
+    spec = importlib.util.find_spec("genlab.studies.measures_grid.settings")
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    imported = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in settings.py"
+            assert node.module is not None
+            imported.append(node.module)
+    assert imported, "found no imports: the check reads the wrong file"
+    assert [m for m in imported if not _allowed(m)] == []
 
 
 @pytest.mark.parametrize(("values", "expected"), [

@@ -4,7 +4,10 @@ that a run is deterministic."""
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib
+import inspect
 import json
 import math
 
@@ -15,17 +18,15 @@ from pydantic import ValidationError
 
 from genlab.data.dataset import corrupt_labels
 from genlab.io import dumps_json
-from genlab.studies.mislabel_detection import (
+from genlab.studies.mislabel_detection.experiment import (
     CHECKED,
     METHODS,
     SPEC,
-    MislabelConfig,
-    MislabelRun,
     check_claims,
     fraction_found,
     roc_auc,
-    run_id,
 )
+from genlab.studies.mislabel_detection.settings import MislabelConfig, MislabelRun, run_id
 
 CPU = torch.device("cpu")
 
@@ -50,6 +51,40 @@ def test_run_ids_and_settings() -> None:
                      "seed": 0})
     with pytest.raises(ValidationError, match="extra"):
         config(methods={"chunk_size": 8, "solver": "cg"})
+
+
+SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
+                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry",
+                    "genlab.train.binary_settings")
+
+
+def _imports(module: str) -> set[str]:
+    """Every module a source file imports, function-level and TYPE_CHECKING ones included."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{module}: relative import"
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", ["genlab.studies.mislabel_detection.settings",
+                                    "genlab.train.binary_settings"])
+def test_the_settings_import_no_code(module: str) -> None:
+    for name in _imports(module):
+        assert any(name == ok or name.startswith(ok + ".") for ok in SETTINGS_IMPORTS), \
+            f"{module} imports {name}"
+    assert _imports("genlab.studies.mislabel_detection") == set()  # the package's __init__
+
+
+def test_the_entry_is_the_experiments() -> None:
+    from genlab.studies import STUDIES, load_study
+
+    assert load_study("mislabel_detection") is SPEC
+    assert load_study("mislabel_detection").entry is STUDIES["mislabel_detection"]
 
 
 def test_auc_and_detection_curve_by_hand() -> None:

@@ -3,24 +3,29 @@ tiny tracked run."""
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from pydantic import ValidationError
 
-from genlab.studies import STUDIES
-from genlab.studies.neural_collapse import (
+import genlab.studies.neural_collapse.settings as settings_module
+from genlab.studies import STUDIES, load_study
+from genlab.studies.neural_collapse.experiment import (
     NC_COLUMNS,
     SPEC,
-    CollapseConfig,
-    CollapseRecipe,
-    CollapseRun,
     check_claims,
-    run_id,
     summarize,
     terminal_phase_statistics,
     train_settings,
+)
+from genlab.studies.neural_collapse.settings import (
+    CollapseConfig,
+    CollapseRecipe,
+    CollapseRun,
+    run_id,
 )
 
 CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2_angle")
@@ -55,7 +60,7 @@ def statuses(m: dict[str, dict]) -> dict[str, str]:
 
 
 def test_registered_with_canonical_run_ids() -> None:
-    assert STUDIES["neural_collapse"] is SPEC
+    assert load_study("neural_collapse") is SPEC
     assert run_id(CollapseRun(seed=3)) == "s3"
 
 
@@ -208,7 +213,7 @@ def test_a_tiny_tracked_run_and_its_summary() -> None:
 def test_the_probe_reads_the_last_hidden_layer() -> None:
     from genlab.analyses.measures.collapse import neural_collapse
     from genlab.models.registry import build_seeded_model
-    from genlab.studies.neural_collapse import collapse_probe
+    from genlab.studies.neural_collapse.experiment import collapse_probe
 
     config = tiny_config()
     dataset = SPEC.synthesize(config)
@@ -223,7 +228,7 @@ def test_the_probe_reads_the_last_hidden_layer() -> None:
 
 def test_the_probe_of_a_blown_up_model_is_nan_not_an_error() -> None:
     from genlab.models.registry import build_seeded_model
-    from genlab.studies.neural_collapse import collapse_probe
+    from genlab.studies.neural_collapse.experiment import collapse_probe
 
     model = build_seeded_model("mlp", tiny_config().model, 4, 3, 0)
     with torch.no_grad():
@@ -231,3 +236,28 @@ def test_the_probe_of_a_blown_up_model_is_nan_not_an_error() -> None:
     x = torch.ones(6, 4)
     probed = collapse_probe(x, torch.tensor([0, 1, 2, 0, 1, 2]))(model)
     assert all(math.isnan(v) for v in probed.values())
+
+
+# what a study's settings module may import: it is read by every cheap stage (params
+# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
+SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
+                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
+
+
+def test_settings_import_only_cheap_modules() -> None:
+    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
+    imported = []
+    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in the settings module"
+            imported.append(node.module)
+    assert imported
+    assert [m for m in imported
+            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
+
+
+def test_the_entry_is_the_experiments() -> None:
+    assert load_study("neural_collapse").entry is STUDIES["neural_collapse"]
+    assert load_study("neural_collapse") is SPEC

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 import torch
 
-from genlab.studies import STUDIES
-from genlab.studies.random_labels import (
-    RandomLabelsConfig,
-    RandomLabelsRun,
-    check_claims,
-    run_id,
-    summarize,
-)
+import genlab.studies.random_labels.settings as settings_module
+from genlab.studies import STUDIES, load_study
+from genlab.studies.random_labels.experiment import SPEC, check_claims, summarize
+from genlab.studies.random_labels.settings import RandomLabelsConfig, RandomLabelsRun, run_id
 
 
 def per_p(test_acc: dict[float, float], fit: dict[float, float | None],
@@ -76,7 +75,7 @@ def test_a_diverged_run_fails_the_fit_claim() -> None:
 
 
 def test_one_tiny_run_end_to_end(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
-    spec = STUDIES["random_labels"]
+    spec = load_study("random_labels")
     config = RandomLabelsConfig(data=tiny_mixture, model=tiny_mlp, train=tiny_sgd,
                                 analyses={"sharpness": {}}, runs={
         "p0-s0": RandomLabelsRun(label_noise=0.0, seed=0),
@@ -95,3 +94,28 @@ def test_one_tiny_run_end_to_end(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
     assert summary.table.num_rows == sum(h.num_rows for h in histories.values())
     assert set(summary.table.column("run").to_pylist()) == {"p0-s0", "p1-s0"}
     assert isinstance(summary.table, pa.Table)
+
+
+# what a study's settings module may import: it is read by every cheap stage (params
+# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
+SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
+                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
+
+
+def test_settings_import_only_cheap_modules() -> None:
+    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
+    imported = []
+    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in the settings module"
+            imported.append(node.module)
+    assert imported
+    assert [m for m in imported
+            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
+
+
+def test_the_entry_is_the_experiments() -> None:
+    assert load_study("random_labels").entry is STUDIES["random_labels"]
+    assert load_study("random_labels") is SPEC

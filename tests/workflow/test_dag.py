@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from genlab import paths
-from genlab.cli import ANALYSES
+from genlab.analyses.registry import ANALYSES
 from tests_support import ROOT, copy_project, run, tool_env
 
 pytestmark = pytest.mark.workflow
@@ -189,7 +189,7 @@ def test_every_declared_run_has_a_train_stage(engines) -> None:
         group = f"{study}_train" in dvc
         assert per_run == set() if group else per_run == set(config.runs), study
         # a study trains as a group exactly when it has a group trainer
-        assert group == (STUDIES[study].train_group is not None), study
+        assert group == STUDIES[study].grouped, study
 
 
 def test_snakemake_lint_is_clean(engines) -> None:
@@ -206,8 +206,8 @@ def test_root_files_are_where_the_brief_says() -> None:
 def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
     """A stage's provenance (genlab.cli.stage_settings) covers the params dvc.yaml tracks for it,
     no more: otherwise a kept artifact and a fresh one would record different settings."""
-    from genlab.cli import stage_settings
     from genlab.config import load_params
+    from genlab.stages.common import stage_settings
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")

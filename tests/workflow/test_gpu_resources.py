@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from genlab.dag import dvc_jobs
+from genlab.workflow.adapter import dvc_jobs
 from tests_support import copy_project, run, tool_env
 
 pytestmark = pytest.mark.workflow

@@ -1,7 +1,7 @@
-# One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.dag).
+# One Snakemake rule per DVC stage, built from DVC's own parse of dvc.yaml (see genlab.workflow.adapter).
 # Directives in the house order: input, output, params, log, threads, resources, conda, shell.
 
-from genlab.dag import (dvc_jobs, is_folder_output, snakemake_inputs, snakemake_params,
+from genlab.workflow.adapter import (dvc_jobs, is_folder_output, snakemake_inputs, snakemake_params,
                         stage_resources)
 
 DVC_JOBS = dvc_jobs(workflow.basedir)

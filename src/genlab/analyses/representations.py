@@ -76,3 +76,38 @@ def layer_ids(model: nn.Module, X: Tensor, settings: RepresentationSettings) -> 
                               dimension=float(estimator.dimension_),
                               n_distinct=len(estimator.indices_)))
     return result
+
+
+def layer_id_record(model: nn.Module, objective, settings: RepresentationSettings,
+                    untrained) -> tuple[dict, dict]:
+    """The ``intrinsic_dim`` entry of the analysis registry: every layer's ID of one run, trained
+    and at its seeded initialisation (``untrained()``), and, for class labels, the label
+    sharpness K_F of the labels it was trained on; its JSON record and its ``layers`` table."""
+    import pyarrow as pa
+
+    from genlab.analyses.intrinsic_dim import label_sharpness
+    from genlab.seeding import subsample, torch_generator
+
+    X, y = subsample(objective.X, objective.y, settings.max_examples, settings.seed)
+    trained, init = layer_ids(model, X, settings), layer_ids(untrained(), X, settings)
+    record: dict = {
+        "status": "done", "estimator": settings.estimator, "n_examples": len(X),
+        "d_data": trained[0].dimension, "input_width": trained[0].width,
+        "last_hidden_trained": trained[-2].dimension, "last_hidden_init": init[-2].dimension,
+        "layer_ids_trained": [layer.dimension for layer in trained],
+        "layer_ids_init": [layer.dimension for layer in init],
+    }
+    if not objective.y.is_floating_point():  # classification: K_F of the labels trained on
+        sharp = label_sharpness(objective.X, objective.y, settings.label_sharpness_samples,
+                                torch_generator(settings.seed, "intrinsic_dim", "label-sharpness",
+                                                device=objective.X.device.type))
+        record |= {"label_sharpness": sharp.value, "label_sharpness_samples": sharp.num_samples,
+                   "label_sharpness_input_rms": sharp.input_rms}
+    table = pa.table({
+        "layer": [layer.index for layer in trained], "name": [layer.name for layer in trained],
+        "width": [layer.width for layer in trained],
+        "id_trained": [layer.dimension for layer in trained],
+        "id_init": [layer.dimension for layer in init],
+        "distinct_trained": [layer.n_distinct for layer in trained],
+        "distinct_init": [layer.n_distinct for layer in init]})
+    return record, {"layers": table}

@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from genlab.analyses.lanczos import lanczos, quadrature, ritz_pairs
 from genlab.analyses.settings import Curvature, SharpnessSettings, TraceMethod
 from genlab.analyses.trace import ESTIMATORS, TraceResult, rademacher
-from genlab.seeding import torch_generator
+from genlab.seeding import subsample, torch_generator
 
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (output, target) ↦ the mean loss over the batch
 
@@ -316,19 +316,6 @@ def stability_threshold(lr: float, momentum: float = 0.0) -> float:
     if not 0 <= momentum < 1:
         raise ValueError(f"momentum must be in [0, 1), got {momentum}")
     return (2.0 + 2.0 * momentum) / lr
-
-
-def subsample(X: Tensor, y: Tensor, max_examples: int | None,
-              seed: int = 0) -> tuple[Tensor, Tensor]:
-    """At most ``max_examples`` examples drawn without replacement from ``seed`` (kept in their
-    original order), or all of them for None: the curvature of a big training set is estimated
-    on a subsample, as Cohen et al. do on 5k examples."""
-    if max_examples is None or max_examples >= len(X):
-        return X, y
-    generator = torch_generator(seed, "sharpness", "subsample")
-    keep = torch.randperm(len(X), generator=generator)[:max_examples].sort().values
-    keep = keep.to(X.device)
-    return X[keep], y[keep.to(y.device)]
 
 
 __all__ = ["COLUMNS_PER_PRODUCT", "OPERATORS", "Curvature", "DensityResult", "EigenResult",

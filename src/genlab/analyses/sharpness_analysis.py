@@ -89,3 +89,40 @@ def analyze_sharpness(model: nn.Module, loss_fn: LossFn, X_all: Tensor, y_all: T
                                               if p.requires_grad),
                              threshold=stability_threshold(lr, momentum), worst_case=worst_case,
                              nonuniformity=spread, nonuniformity_ratio=ratio)
+
+
+def sharpness_record(model: nn.Module, objective, settings: SharpnessSettings,
+                     untrained) -> tuple[dict, dict]:
+    """The ``sharpness`` entry of the analysis registry: :func:`analyze_sharpness` of one run on
+    its training objective, as its JSON record and its ``density`` table."""
+    import pyarrow as pa
+
+    result = analyze_sharpness(model, objective.loss_fn, objective.X, objective.y, settings,
+                               objective.lr, objective.momentum, objective.batch_size)
+    top, trace, density = result.top, result.trace, result.density
+    record = {
+        "status": "done", "curvature": settings.curvature,
+        "n_examples": result.n_examples, "n_parameters": result.n_parameters,
+        "lr": objective.lr, "momentum": objective.momentum,
+        "batch_size": objective.batch_size, "weight_decay": objective.weight_decay,
+        "threshold": result.threshold,
+        "top_eigenvalues": list(top.eigenvalues),
+        "top_residual_norms": list(top.residual_norms), "lanczos_iterations": top.iterations,
+        "lambda_max": top.eigenvalues[0], "lambda_over_threshold": result.lambda_over_threshold,
+        "trace": trace.estimate, "trace_stderr": trace.standard_error,
+        "trace_method": trace.method, "trace_num_matvecs": trace.num_matvecs,
+        "trace_over_threshold": result.trace_over_threshold,
+        "density_sigma": density.sigma,
+    }
+    if (worst := result.worst_case) is not None:
+        record |= {"worst_case_sharpness": worst.sharpness, "sam_sharpness": worst.sam_sharpness,
+                   "worst_case_rho": worst.rho, "worst_case_adaptive": worst.adaptive,
+                   "worst_case_evaluations": worst.num_evaluations}
+    if (spread := result.nonuniformity) is not None:
+        record |= {"nonuniformity": spread.nonuniformity,
+                   "nonuniformity_sharpness": spread.sharpness,
+                   "nonuniformity_ratio": result.nonuniformity_ratio,
+                   "nonuniformity_residual": spread.variance_residual}
+    table = pa.table({"eigenvalue": density.grid.cpu().double().numpy(),
+                      "density": density.density.cpu().double().numpy()})
+    return record, {"density": table}

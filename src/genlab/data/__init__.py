@@ -1,5 +1,3 @@
-"""Seeded dataset generators: pure functions returning arrays, one module per family."""
-
-from genlab.data.dataset import Dataset, corrupt_labels, dataset_from_tables, dataset_to_tables
-
-__all__ = ["Dataset", "corrupt_labels", "dataset_from_tables", "dataset_to_tables"]
+"""Seeded dataset generators: pure functions returning arrays, one module per family, their
+settings in :mod:`genlab.data.settings`. Imports nothing, so that importing the settings does not
+import the generators (or numpy)."""

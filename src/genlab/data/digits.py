@@ -16,23 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from genlab.data.dataset import Dataset, Split, corruption_draws
+from genlab.data.settings import DigitsSettings
 from genlab.seeding import numpy_rng
-from genlab.settings import FrozenModel, Seed
 
 N_CLASSES = 10
 IMAGE_SHAPE = (8, 8)
 MAX_PIXEL = 16  # pixels count set bits in a 4x4 block
-
-
-class DigitsSettings(FrozenModel):
-    """scikit-learn's 8x8 digits, pixels / 16, split at random into train and test."""
-
-    test_fraction: float = Field(gt=0, lt=1, description="Fraction of the 1797 images held out "
-                                 "for testing.")
-    seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
 
 
 def load_digit_arrays() -> tuple[np.ndarray, np.ndarray, str]:

@@ -22,44 +22,16 @@ per-point ``group``: "strong" (both features) or "weak_only". The test split hol
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from genlab.data.dataset import Dataset, Split, corruption_draws
+from genlab.data.settings import FeatureNoiseSettings
 from genlab.seeding import numpy_rng
-from genlab.settings import FrozenModel, Seed
 
 PATCHES = ("strong", "weak", "noise")
 STRONG, WEAK_ONLY = "strong", "weak_only"
-
-
-class FeatureNoiseSettings(FrozenModel):
-    """y = +-1; patches y*u (strong, some points), y*v (weak, every point), N(0, sigma_p^2 I)."""
-
-    patch_dim: int = Field(64, ge=2, le=100_000, description="Patch dimension d (x has 3d "
-                           "columns); at least 2 so u = e_1 and v = e_2 are orthogonal.")
-    strong_norm: float = Field(1.0, gt=0, le=1e3, description="||u||, u = strong_norm * e_1.")
-    weak_norm: float = Field(0.1, gt=0, le=1e3, description="||v||, v = weak_norm * e_2.")
-    noise_std: float = Field(ge=0, le=1e3, description="sigma_p, the std of each noise-patch "
-                             "coordinate (the paper's experiments use 0.02 and 0.05).")
-    n_train: int = Field(16, ge=1, le=10_000_000)
-    n_weak_only: int = Field(2, ge=0, le=10_000_000, description="Training points without the "
-                             "strong feature; which ones is drawn from the seed.")
-    n_test_strong: int = Field(ge=0, le=10_000_000, description="Test points with both features.")
-    n_test_weak: int = Field(ge=0, le=10_000_000, description="Test points with the weak feature "
-                             "only.")
-    seed: Seed = Field(description="Seed of the labels, the noise, the weak-only choice and the "
-                       "label corruption.")
-
-    @model_validator(mode="after")
-    def _sizes(self) -> Self:
-        if self.n_weak_only > self.n_train:
-            raise ValueError(f"n_weak_only ({self.n_weak_only}) exceeds n_train ({self.n_train})")
-        if self.n_test_strong + self.n_test_weak == 0:
-            raise ValueError("the test set is empty: set n_test_strong or n_test_weak")
-        return self
 
 
 def as_patches(x: np.ndarray, patch_dim: int) -> np.ndarray:

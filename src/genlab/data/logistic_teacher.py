@@ -24,33 +24,11 @@ and the count. Test labels are always clean.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field
 
 from genlab.data.dataset import Dataset, Split
+from genlab.data.settings import LogisticTeacherSettings
 from genlab.seeding import numpy_rng
-from genlab.settings import FrozenModel, Seed
-
-
-class LogisticTeacherSettings(FrozenModel):
-    """x ~ N(0, diag(s)²), P(y = 1 | x) = σ(β wᵀx/‖w ∘ s‖ + b); a fraction of labels flipped."""
-
-    input_dim: int = Field(ge=1, le=100_000, description="Input dimension d.")
-    anisotropy: float = Field(0.5, ge=0, le=6, description="Feature standard deviations are "
-                              "log-spaced over [10^-a, 10^a]; 0 makes the inputs isotropic.")
-    signal: float = Field(3.0, gt=0, le=1e3, description="β: the standard deviation of the "
-                          "teacher's logit over the inputs (large = nearly separable).")
-    bias: float = Field(0.0, ge=-1e3, le=1e3, description="b: the teacher's logit offset.")
-    labels: Literal["bernoulli", "sign"] = Field(
-        "bernoulli", description="bernoulli: y ~ Bernoulli(σ(z)); sign: y = 1[z > 0].")
-    flip_fraction: float = Field(0.0, ge=0, lt=1, description="Fraction of training labels "
-                                 "flipped to the other class (exact when it times n_train is "
-                                 "an integer); the clean labels and the flips are recorded.")
-    n_train: int = Field(ge=2, le=10_000_000)
-    n_test: int = Field(ge=1, le=10_000_000)
-    seed: Seed = Field(description="Seed of the teacher, the inputs, the labels and the flips.")
 
 
 def feature_scales(settings: LogisticTeacherSettings) -> np.ndarray:

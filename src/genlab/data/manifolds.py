@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Self
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from genlab.data.dataset import Dataset
+from genlab.data.settings import ManifoldSettings
 from genlab.data.teacher_student import (
-    TeacherSettings,
     mlp_forward,
     random_tanh_mlp,
     teacher_dataset,
@@ -38,37 +36,6 @@ from genlab.data.teacher_student import (
     teacher_widths,
 )
 from genlab.seeding import numpy_rng
-from genlab.settings import Seed
-
-
-class ManifoldSettings(TeacherSettings):
-    """z ~ N(0, I_d) or U(cube) embedded in R^D by Q z or tanh(scale Q z + b); teacher on z."""
-
-    intrinsic_dim: int = Field(ge=1, le=10_000, description="Latent dimension d.")
-    ambient_dim: int = Field(ge=1, le=100_000, description="Input dimension D (>= d).")
-    latent: Literal["gaussian", "uniform"] = Field(
-        "gaussian", description="z ~ N(0, I_d), or uniform on [-sqrt(3), sqrt(3)]^d (unit "
-        "variance per coordinate).")
-    embedding: Literal["linear", "tanh"] = Field(
-        description="linear: x = Q z (distance-preserving); tanh: x = tanh(scale Q z + b).")
-    embedding_scale: float = Field(1.0, gt=0, le=1e3, description="tanh embedding only: the "
-                                   "scale of A = scale * Q; larger bends the manifold more.")
-    embedding_bias_std: float = Field(1.0, ge=0, le=1e3, description="tanh embedding only: "
-                                      "b ~ N(0, bias_std^2 I_D).")
-    ambient_noise_std: float = Field(0.0, ge=0, le=1e3, description="Std of isotropic N(0, I_D) "
-                                     "noise added to x after embedding (0: exactly on the "
-                                     "manifold).")
-    n_train: int = Field(ge=1, le=10_000_000)
-    n_test: int = Field(ge=1, le=10_000_000)
-    seed: Seed = Field(description="Seed of the embedding, the teacher, the latents, the noises "
-                       "and the label corruption.")
-
-    @model_validator(mode="after")
-    def _dims(self) -> Self:
-        if self.intrinsic_dim > self.ambient_dim:
-            raise ValueError(f"intrinsic_dim ({self.intrinsic_dim}) exceeds ambient_dim "
-                             f"({self.ambient_dim}): an embedding needs d <= D")
-        return self
 
 
 @dataclass(frozen=True)

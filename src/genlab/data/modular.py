@@ -18,58 +18,11 @@ p classes, the result's residue.
 
 from __future__ import annotations
 
-import math
-from typing import Literal, Self
-
 import numpy as np
-from pydantic import Field, model_validator
 
 from genlab.data.dataset import Dataset, Split, corruption_draws
+from genlab.data.settings import ModularSettings, Operation, train_size
 from genlab.seeding import numpy_rng
-from genlab.settings import FrozenModel, Seed
-
-Operation = Literal["add", "sub", "mul", "div"]
-
-
-def is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    return all(n % k for k in range(2, math.isqrt(n) + 1))
-
-
-class ModularSettings(FrozenModel):
-    """All pairs (a, b) in [0, p)^2 labelled (a op b) mod p; a random train fraction of them."""
-
-    modulus: int = Field(ge=2, le=1000, description="p, also the number of classes and the "
-                         "token vocabulary (must be prime for div).")
-    operation: Operation = Field(description="add, sub, mul, or div (a * b^-1, b != 0).")
-    train_fraction: float = Field(gt=0, lt=1, description="Fraction of the pairs used for "
-                                  "training; the rest is the test set.")
-    seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
-
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        p = self.modulus
-        if self.operation == "div" and not is_prime(p):
-            below = next(k for k in range(p - 1, 1, -1) if is_prime(k)) if p > 2 else None
-            above = next(k for k in range(p + 1, 2 * p + 2) if is_prime(k))
-            raise ValueError(f"operation 'div' needs a prime modulus so that every b != 0 has an "
-                             f"inverse mod p; {p} is not prime (nearest primes: {below}, {above})")
-        n_pairs = n_pair_count(p, self.operation)
-        n_train = train_size(n_pairs, self.train_fraction)
-        if not 1 <= n_train <= n_pairs - 1:
-            raise ValueError(f"train_fraction {self.train_fraction} of {n_pairs} pairs gives "
-                             f"{n_train} training pairs; both splits need at least one")
-        return self
-
-
-def n_pair_count(p: int, operation: Operation) -> int:
-    return p * (p - 1) if operation == "div" else p * p
-
-
-def train_size(n_pairs: int, train_fraction: float) -> int:
-    """round(train_fraction * n_pairs): the nearest whole number of pairs (ties to even)."""
-    return round(train_fraction * n_pairs)
 
 
 def operation_table(p: int, operation: Operation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,60 +23,13 @@ Training points of a classification set also carry label-corruption draws (see
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Self
+from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from genlab.data.dataset import Dataset, Split, corruption_draws
+from genlab.data.settings import TeacherSettings, TeacherStudentSettings
 from genlab.seeding import numpy_rng
-from genlab.settings import FrozenModel, Seed
-
-
-class TeacherSettings(FrozenModel):
-    """What a random tanh teacher computes; shared with :mod:`genlab.data.manifolds`."""
-
-    task: Literal["classification", "regression"] = Field(
-        description="classification: y = argmax of C teacher outputs; regression: one output.")
-    n_classes: int | None = Field(None, ge=2, le=1000, description="Classes C (classification "
-                                  "only; must be omitted for regression).")
-    teacher_hidden: tuple[Annotated[int, Field(ge=1, le=65_536)], ...] = Field(
-        max_length=64, description="Hidden widths of the tanh teacher, input to output; empty "
-        "makes the teacher linear.")
-    target_noise_std: float = Field(0.0, ge=0, le=1e3, description="Std sigma of the Gaussian "
-                                    "noise added to regression targets (regression only).")
-
-    @model_validator(mode="after")
-    def _fields_match_task(self) -> Self:
-        if self.task == "classification" and self.n_classes is None:
-            raise ValueError("task 'classification' needs n_classes (>= 2)")
-        if self.task == "regression" and self.n_classes is not None:
-            raise ValueError("task 'regression' has no classes; omit n_classes")
-        if self.task == "classification" and self.target_noise_std != 0:
-            raise ValueError("target_noise_std applies to regression only; for noisy class "
-                             "labels use label corruption")
-        return self
-
-    @property
-    def n_outputs(self) -> int:
-        return self.n_classes if self.n_classes is not None else 1
-
-    @property
-    def dataset_classes(self) -> int:
-        """``Dataset.n_classes``: C for classification, 0 for regression."""
-        return self.n_classes if self.n_classes is not None else 0
-
-
-class TeacherStudentSettings(TeacherSettings):
-    """x ~ N(0, I_d) labelled by a random tanh MLP (argmax of C outputs, or one output + noise)."""
-
-    input_dim: int = Field(ge=1, le=100_000, description="Input dimension d.")
-    random_inputs: bool = Field(False, description="Replace every input, after labelling, by "
-                                "fresh N(0, I) noise independent of its label.")
-    n_train: int = Field(ge=1, le=10_000_000)
-    n_test: int = Field(ge=1, le=10_000_000)
-    seed: Seed = Field(description="Seed of the teacher, the inputs, the target noise and the "
-                       "label corruption.")
 
 
 def random_tanh_mlp(widths: Sequence[int], rng: np.random.Generator) -> list[np.ndarray]:

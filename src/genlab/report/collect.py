@@ -136,10 +136,14 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
     import matplotlib
 
     matplotlib.use("Agg")  # no display, no GUI toolkit
-    from genlab.studies import STUDIES
+    from genlab.studies import STUDIES, load_study
 
     declared = params.declared_studies()
     sections, missing = [], []
+    for name in params.switched_off:
+        missing.append(MissingStudy(name=name, title=STUDIES[name].title,
+                                    description=params.studies_block(name).description,
+                                    reason="switched off in params.yaml (enabled: false)"))
     for name, config in declared.items():
         folder = study_dirs.get(name)
         absent = [f for f in ("summary.json", "summary.parquet")
@@ -152,7 +156,7 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
             continue
         data = read_json(folder / "summary.json")
         table = read_parquet(folder / "summary.parquet")
-        spec = STUDIES[name]
+        spec = load_study(name)
         figures = [(caption, figure_to_svg(fig)) for caption, fig in spec.figures(data, table)]
         runs = [{"run": run, **metrics} for run, metrics in data.get("runs", {}).items()]
         sections.append(StudySection(

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel
+
+from genlab.studies.entry import PlotSpec, StudyEntry
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -80,28 +81,6 @@ class Summary:
     table: pa.Table
 
 
-@dataclass(frozen=True)
-class PlotSpec:
-    """One key curve of a study, exported from its summary table as a small CSV for DVC's
-    ``plots:`` (DVC cannot read Parquet): columns ``run``, ``x``, ``y``, one series per run.
-
-    The template defaults to ``scatter``: DVC's built-in templates colour by revision only, so a
-    ``linear`` line would join the points of different runs into one zig-zag; as points, each
-    run's curve stays readable and its name shows in the tooltip. A stage-level plot takes a
-    single ``y`` in dvc.yaml, hence one column per spec."""
-
-    name: str  # slug: the file is plots/<name>.csv in the study folder
-    x: str
-    y: str
-    title: str
-    template: str = "scatter"
-
-    @property
-    def file(self) -> str:
-        """The CSV's path relative to the study folder (``data/<study>``)."""
-        return f"plots/{self.name}.csv"
-
-
 def plot_table(plot: PlotSpec, table: pa.Table) -> pa.Table:
     """The rows of ``table`` that ``plot`` draws, in table order: ``run``, x and y, without the
     rows where x or y is null or NaN (a history logs some columns only every few steps, and
@@ -123,13 +102,9 @@ def plot_table(plot: PlotSpec, table: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class StudySpec:
-    name: str
-    title: str
-    citation: str
-    config: type[BaseModel]
-    run_id: Callable[[Any], str]
-    """Canonical, readable id of a run from its settings (``p0_5-s0``); params.yaml keys must
-    match it."""
+    """A study's experiment: the code behind its :class:`StudyEntry` (``experiment.SPEC``)."""
+
+    entry: StudyEntry
     synthesize: Callable[[Any], Dataset]
     train_run: Callable[[Any, str, Dataset, Any, Any], RunArtifacts]
     """(study settings, run id, dataset, torch device, Checkpointing or None) -> artifacts."""
@@ -137,19 +112,31 @@ class StudySpec:
     """(study settings, metrics by run, history by run) -> summary with claim checks."""
     figures: Callable[[Mapping[str, Any], pa.Table], list[tuple[str, Figure]]]
     """(summary data, summary table) -> titled matplotlib figures for the report."""
-    run_columns: tuple[str, ...] = ("status",)
-    """Per-run metrics the report's run table shows, in order."""
     train_group: Callable[[Any, Sequence[str], Dataset, Any], dict[str, RunArtifacts]] | None = None
     """(study settings, run ids, dataset, torch device) -> artifacts by run id, every run trained
     at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
-    A study that has one trains its whole sweep in one DVC stage (``<study>_train``, its output
-    the runs folder), and a killed group restarts from scratch: the engine has no checkpoints."""
+    Present exactly when the entry is ``grouped``; a killed group restarts from scratch: the
+    engine has no checkpoints."""
     objective: Callable[[Any, str, Dataset, Any], Objective] | None = None
-    """(study settings, run id, dataset, torch device) -> the run's training loss. A study that
-    has one declares ``analyses`` in params.yaml and gets the post-hoc analyses of every run."""
-    plots: tuple[PlotSpec, ...] = ()
-    """Key curves from the summary table, written by the aggregate stage as
-    ``data/<study>/plots/<name>.csv`` and declared as that stage's DVC ``plots:``."""
+    """(study settings, run id, dataset, torch device) -> the run's training loss, which the
+    post-hoc analyses need; present exactly when the settings have an ``analyses`` block."""
+
+    def __post_init__(self) -> None:
+        if self.entry.grouped != (self.train_group is not None):
+            raise ValueError(f"study {self.entry.name}: StudyEntry.grouped is "
+                             f"{self.entry.grouped} but train_group is {self.train_group}")
+        if self.entry.has_analyses != (self.objective is not None):
+            raise ValueError(f"study {self.entry.name}: an analyses block needs an objective, "
+                             "and an objective an analyses block")
+
+    # the entry's fields, read through the spec where code holds a spec
+    name = property(lambda self: self.entry.name)
+    title = property(lambda self: self.entry.title)
+    citation = property(lambda self: self.entry.citation)
+    config = property(lambda self: self.entry.config)
+    run_id = property(lambda self: self.entry.run_id)
+    run_columns = property(lambda self: self.entry.run_columns)
+    plots = property(lambda self: self.entry.plots)
 
 
 def stack_histories(histories: Mapping[str, pa.Table], metrics: Mapping[str, Mapping[str, Any]],

@@ -1,174 +1,36 @@
-"""Influence functions against retraining (Koh & Liang 2017; Bae et al. 2022; Park et al. 2023).
-
-Claims: for L2-regularised logistic regression, the influence function −∇ℓ_tᵀH⁻¹∇ℓᵢ predicts
-what retraining without a training point does to each test loss (leave-one-out, LOO) nearly
-exactly, and the effect of retraining on random halves of the data (the linear datamodeling
-score, LDS); for a small tanh MLP it still predicts LOO retraining *warm-started* from the trained
-model (what influence functions approximate: Bae et al. 2022's proximal Bregman response), and
-ranks half-data retrainings better than chance; and iterative inverse-Hessian-vector solvers (CG,
-LiSSA) reach the dense solution.
-
-Setup (notes/science.md §5 and finding 0.6): a logistic teacher, x ~ N(0, diag(s)²) with
-anisotropic scales s (10^±0.5), d = 10, n = 300 Bernoulli labels, 50 test points
-(:mod:`genlab.data.logistic_teacher`); two models with one logit and the binary cross entropy,
-L2 logistic regression and a 10-32-1 tanh MLP, both trained in float64 to a stationary point of
-(1/n) Σ ℓᵢ + (λ/2)‖θ‖² (max|∇| ≤ 1e-9, :mod:`genlab.train.full_batch`), λ = 1e-2. The influence
-damping is exactly λ (the penalty's Hessian), never an extra knob.
-
-Methods (scores I[t, i] in :mod:`genlab.analyses.influence`'s convention: positive = upweighting
-training point i raises test loss t, removing it changes that loss by ≈ −I/n):
-
-- ``exact``: the damped Gauss-Newton matrix G + λI, dense Cholesky solve (for logistic
-  regression G is the Hessian);
-- ``exact_hessian``: the true Hessian + λI, dense (LU where indefinite; the same as ``exact`` for
-  logistic regression);
-- ``cg`` and ``lissa``: the same GGN system solved by conjugate gradients and by LiSSA
-  (minibatches, Koh & Liang's stochastic recursion), with their solutions' cosine to the dense
-  one (``inverse_hvp`` in the metrics);
-- ``ekfac``: kronfluence's EK-FAC approximation of the Fisher (= GGN here), damping λ;
-- ``grad_dot``: −∇ℓ_tᵀ∇ℓᵢ, TracIn at the final checkpoint (the curvature replaced by I);
-- ``random``: standard normal scores (the chance baseline).
-
-Ground truth, all retrained to the same stationarity (Park et al.'s and Koh & Liang's protocol):
-
-- ``loo_warm``: K training points drawn at random, each removed in turn and the model retrained
-  from the trained one (θ̂); measured: each test loss's change Δ. Stored as the score −n·Δ, in the
-  influence's units (so a perfect method's score equals it);
-- ``loo_scratch``: the first K_s of them, retrained from the same initialisation as the full
-  model (for the convex logistic regression both coincide);
-- LDS: M random subsets of α·n points, each retrained from the initialisation; measured: the test
-  margins (2y − 1)·f(x); LDS_t = Spearman over subsets between −Σ_{i∈S} I[t, i] and the margin,
-  averaged over test points (for a binary model the loss is a decreasing function of the margin,
-  so this equals the loss-based LDS exactly).
-
-Each method's Pearson and Spearman correlation with both LOO ground truths and its LDS go into
-the run's metrics, and every wall time (fit, each method, each ground truth) under
-``metrics["seconds"]``, the only entry that differs between two runs of the same settings.
-**The run's history table is the long score table** (train_id, test_id, score, method) of every
-method and of both LOO ground truths, written by the pipeline as history.parquet. The summary
-table has one row per (run, method); the report shows the methods side by side, the LOO scatter,
-their cost, and, for a few test points (the highest test losses), the top proponents and
-opponents by exact influence with EK-FAC's score and the measured LOO change where sampled.
-"""
+"""The influence study's experiment: data, training with every attribution method and ground
+truth, claims, summary and figures (the science is in the package's docstring)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, model_validator
 
-from genlab.data.logistic_teacher import LogisticTeacherSettings
-from genlab.settings import FrozenModel, Seed, Slug
-from genlab.studies._binary_models import (
-    LOSS,
-    BinaryMLPSettings,
-    FitSettings,
-    LogisticSettings,
-    ModelKind,
-)
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.influence.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    InfluenceConfig,
+    MethodSettings,
+)
+from genlab.train.binary_settings import LOSS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
 
-NAME = "influence"
-CITATION = ("Koh & Liang. Understanding black-box predictions via influence functions. ICML "
-            "2017; Bae, Ng, Lo, Ghassemi, Grosse. If influence functions are the answer, then "
-            "what is the question? NeurIPS 2022; Park, Georgiev, Ilyas, Leclerc, Madry. TRAK: "
-            "attributing model behavior at scale. ICML 2023; Grosse et al. Studying large "
-            "language model generalization with influence functions. arXiv 2023.")
-
 METHODS = ("exact", "exact_hessian", "cg", "lissa", "ekfac", "grad_dot", "random")
 GROUND_TRUTHS = ("loo_warm", "loo_scratch")
 SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("test_id", pa.int64()),
                           ("score", pa.float64()), ("method", pa.string())])
 SCATTER_PAIRS = 4000  # (test, removed point) pairs per run in the summary's LOO scatter
-
-
-class MethodSettings(FrozenModel):
-    """How each attribution method is computed (the damping is the model's λ)."""
-
-    chunk_size: int = Field(256, ge=1, le=1_000_000, description="Examples per chunk of "
-                            "per-example gradients and per curvature product.")
-    cg_tol: float = Field(1e-10, gt=0, le=1, description="CG stops at relative residual ≤ this.")
-    lissa_batch_size: int = Field(64, ge=1, le=1_000_000, description="LiSSA's minibatch.")
-    lissa_depth: int | None = Field(None, ge=1, le=100_000, description="LiSSA's recursion "
-                                    "depth; null: ⌈(s/λ) ln 10³⌉ (genlab.analyses.influence).")
-    lissa_repeats: int = Field(1, ge=1, le=1000, description="Independent LiSSA runs averaged.")
-    ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
-                                      "for EK-FAC's Fisher estimate.")
-    seed: Seed = Field(0, description="Seed of LiSSA's minibatches, EK-FAC's sampled targets "
-                       "and (with the run's name) the random baseline.")
-
-
-class GroundTruthSettings(FrozenModel):
-    """Retraining: leave-one-out (warm and from scratch) and the LDS subsets."""
-
-    loo_points: int = Field(ge=2, le=1_000_000, description="K: training points removed one at "
-                            "a time, retrained warm-started from the trained model.")
-    loo_scratch_points: int = Field(ge=0, le=1_000_000, description="K_s ≤ K: the first K_s of "
-                                    "them also retrained from the initialisation.")
-    lds_subsets: int = Field(ge=2, le=1_000_000, description="M: random subsets retrained from "
-                             "the initialisation for the LDS.")
-    lds_fraction: float = Field(0.5, gt=0, lt=1, description="α: each subset holds α·n points.")
-    lds_grad_tol: float = Field(1e-6, gt=0, le=1, description="Stationarity of the subset "
-                                "retrainings (their margins differ by O(1) between subsets, so "
-                                "they need far less than leave-one-out's fit.grad_tol).")
-    warm_max_lbfgs: int = Field(1000, ge=1, le=10_000_000, description="L-BFGS budget of one "
-                                "warm-started retraining (it mostly needs a few Newton steps).")
-    seed: Seed = Field(description="Seed of the removed points and the subsets.")
-
-    @model_validator(mode="after")
-    def _scratch_within(self) -> Self:
-        if self.loo_scratch_points > self.loo_points:
-            raise ValueError(f"loo_scratch_points ({self.loo_scratch_points}) exceeds "
-                             f"loo_points ({self.loo_points})")
-        return self
-
-
-class InfluenceRun(FrozenModel):
-    """One model kind and initialisation seed; every method and ground truth is computed on it."""
-
-    model: ModelKind = Field(description="logistic: L2 logistic regression; mlp: the tanh MLP.")
-    seed: Seed = Field(description="Seed of the initialisation (the start of every retraining "
-                       "from scratch).")
-
-
-class InfluenceConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: LogisticTeacherSettings
-    logistic: LogisticSettings
-    mlp: BinaryMLPSettings
-    fit: FitSettings = FitSettings()
-    methods: MethodSettings = MethodSettings()
-    ground_truth: GroundTruthSettings
-    shown_test_points: int = Field(3, ge=0, le=100, description="Test points (the highest test "
-                                   "losses) whose top proponents and opponents the report shows.")
-    # read by the aggregate stage alone: the train stages do not track it (cli.stage_settings)
-    REPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"shown_test_points"})
-    runs: dict[Slug, InfluenceRun] = Field(min_length=1, description="One line per run; the key "
-                                           "is <model>-s<seed>.")
-
-    @model_validator(mode="after")
-    def _sizes(self) -> Self:
-        n = self.data.n_train
-        if self.ground_truth.loo_points > n:
-            raise ValueError(f"ground_truth.loo_points ({self.ground_truth.loo_points}) exceeds "
-                             f"data.n_train ({n})")
-        if not 0 < round(self.ground_truth.lds_fraction * n) < n:
-            raise ValueError("ground_truth.lds_fraction leaves an empty or full subset")
-        return self
-
-
-def run_id(run: InfluenceRun) -> str:
-    return f"{run.model}-s{run.seed}"
 
 
 def synthesize(config: InfluenceConfig) -> Dataset:
@@ -259,7 +121,7 @@ class _Retrainer:
         import copy
 
         from genlab.analyses.influence import loss_function
-        from genlab.studies._binary_models import fit_settings_kwargs
+        from genlab.train.binary import fit_settings_kwargs
         from genlab.train.full_batch import NewtonSystem, Objective
 
         self.model, self.problem, self.l2 = model, problem, l2
@@ -294,14 +156,14 @@ class _Retrainer:
         return result.theta
 
     def losses(self, mask: Any, warm: bool) -> Any:
-        from genlab.studies._binary_models import per_example_losses
+        from genlab.train.binary import per_example_losses
         from genlab.train.full_batch import load_flat
 
         load_flat(self.probe, self.theta(mask, warm))
         return per_example_losses(self.probe, self.problem.X_test, self.problem.y_test)
 
     def margins(self, mask: Any, warm: bool) -> Any:
-        from genlab.studies._binary_models import margins
+        from genlab.train.binary import margins
         from genlab.train.full_batch import load_flat
 
         load_flat(self.probe, self.theta(mask, warm, coarse=True))
@@ -338,7 +200,7 @@ def train_run(config: InfluenceConfig, run_name: str, dataset: Dataset, device: 
     from genlab.data.dataset import corrupt_labels
     from genlab.models.registry import count_parameters, model_spec, state_tensors
     from genlab.seeding import torch_generator
-    from genlab.studies._binary_models import (
+    from genlab.train.binary import (
         Problem,
         accuracy,
         build,
@@ -703,16 +565,9 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Influence functions (Koh & Liang 2017): exact, CG, LiSSA, EK-FAC and grad-dot "
-          "against leave-one-out and LDS retraining",
-    citation=CITATION,
-    config=InfluenceConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "n_parameters", "test_acc", "exact_loo_warm_pearson", "exact_lds",
-                 "ekfac_lds", "grad_dot_lds", "random_lds", "cg_min_cosine", "lissa_min_cosine"),
 )

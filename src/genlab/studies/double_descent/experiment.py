@@ -1,14 +1,5 @@
-"""Double descent in random-features regression (Advani & Saxe 2017; Belkin et al. 2019).
-
-Claim: the test error of the minimum-norm least-squares fit on P random ReLU features peaks where
-P crosses the number of training points N (the interpolation threshold), and falls again beyond
-it. Advani & Saxe also predict that gradient descent stopped at its best validation step flattens
-the peak; that is reported, not claimed.
-
-Setup (notes/science.md; issue "training engine"): N = 200 points x ~ N(0, I_20), targets from a
-linear teacher (weights ~ N(0, 1/d), so signal variance ≈ 1) plus noise σ = 0.5; P swept from N/8
-to 8N with features nested across P (the first P rows of one W); each run is one draw of W.
-"""
+"""The double-descent study's experiment: data, the random-features sweep (minimum-norm fit and
+early-stopped gradient descent), the claim, figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -17,77 +8,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator
 
-from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import FrozenModel, Seed, Slug
 from genlab.studies.base import (
     ClaimResult,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+)
+from genlab.studies.double_descent.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    DoubleDescentConfig,
+    EarlyStoppingSettings,
 )
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
-
-NAME = "double_descent"
-CITATION = ("Advani & Saxe. High-dimensional dynamics of generalization error in neural "
-            "networks. 2017 (arXiv:1710.03667); Belkin, Hsu, Ma, Mandal. Reconciling modern "
-            "machine learning practice and the bias-variance trade-off. PNAS 2019.")
-
-
-class FeatureSettings(FrozenModel):
-    widths: tuple[int, ...] = Field(min_length=2, max_length=200, description="Numbers of random "
-                                    "features P to fit, increasing.")
-    activation: str = Field("relu", pattern="^(relu|tanh)$")
-
-    @field_validator("widths")
-    @classmethod
-    def _increasing(cls, widths: tuple[int, ...]) -> tuple[int, ...]:
-        if any(w < 1 for w in widths) or list(widths) != sorted(set(widths)):
-            raise ValueError("must be strictly increasing positive integers")
-        return widths
-
-
-class EarlyStoppingSettings(FrozenModel):
-    """Gradient descent from zero on the same features, stopped at its best validation step."""
-
-    n_val: int = Field(ge=1, le=1_000_000, description="Test points held out for choosing the "
-                       "step (the first n_val of the test split); test error uses the rest.")
-    lr_fraction: float = Field(0.5, gt=0, lt=1, description="Step size as a fraction of the "
-                               "stability limit 2N / s_max(Φ)².")
-    max_steps: int = Field(ge=1, le=10**12)
-    n_checkpoints: int = Field(60, ge=2, le=10_000, description="Log-spaced steps evaluated.")
-
-
-class DoubleDescentRun(FrozenModel):
-    seed: Seed = Field(description="Seed of the random feature weights W.")
-
-
-class DoubleDescentConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings
-    features: FeatureSettings
-    early_stopping: EarlyStoppingSettings
-    runs: dict[Slug, DoubleDescentRun] = Field(min_length=1, description="One line per feature "
-                                               "draw; the key is s<seed>.")
-
-    @field_validator("data")
-    @classmethod
-    def _regression(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "regression":
-            raise ValueError("double descent here is a regression study: task must be "
-                             "'regression'")
-        return data
-
-
-def run_id(run: DoubleDescentRun) -> str:
-    return f"s{run.seed}"
 
 
 def synthesize(config: DoubleDescentConfig) -> Dataset:
@@ -254,16 +194,9 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Double descent (Advani & Saxe 2017): test error peaks at the interpolation threshold",
-    citation=CITATION,
-    config=DoubleDescentConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "peak_n_features", "peak_test_mse"),
-    plots=(PlotSpec("test_mse", x="ratio", y="test_mse",
-                    title="Test MSE vs P/N, minimum-norm fit, each feature draw"),),
 )

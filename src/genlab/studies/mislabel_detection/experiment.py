@@ -1,102 +1,35 @@
-"""Finding mislabelled training points by self-influence (Koh & Liang 2017, §5.4).
-
-Claim: ranking the training points by their self-influence −I(zᵢ, zᵢ) = ∇ℓᵢᵀ H⁻¹ ∇ℓᵢ (how much
-upweighting a point lowers its own loss) puts the points whose labels were flipped first: for
-L2 logistic regression, and for a network that memorises the flipped labels (100% training
-accuracy), where the training loss no longer singles them out as plainly. Koh & Liang report
-that influence finds the flips faster than the loss ranking on Enron spam; whether it does here
-is reported, not claimed (piloted: logistic 0.97 vs loss 0.98; interpolating MLP 0.93 vs loss
-0.92).
-
-Setup: a logistic teacher, x ~ N(0, diag(s)²) with s log-spaced over 10^±0.5, d = 10,
-noise-free labels y = 1[z > 0], n = 300, and exactly 10% of the training labels flipped to the
-other class (:mod:`genlab.data.logistic_teacher`, which records which). Two models with one
-logit and the binary cross entropy, trained in float64 to a stationary point of
-(1/n) Σ ℓᵢ + (λ/2)‖θ‖² (:mod:`genlab.train.full_batch`) on the flipped labels: L2 logistic
-regression (λ = 1e-2) and a 10-64-1 tanh MLP with λ = 1e-3, small enough that it fits every
-flipped label.
-
-Rankings (higher = inspect first): ``exact``, −I(zᵢ, zᵢ) with the damped GGN (the Hessian for
-logistic regression), damping = λ; ``ekfac``, the same with kronfluence's EK-FAC; ``grad_dot``,
-‖∇ℓᵢ‖² (TracIn's self-influence at the final checkpoint); ``loss``, the training loss under the
-(flipped) training labels; ``random``. Each ranking's ROC AUC for separating flipped from clean
-points (the Mann-Whitney statistic, ties counted half) and the fraction of flips found after
-checking 5%, 10%, ..., 100% of the data (Koh & Liang's Fig. 6) go into the metrics, and every
-wall time under ``metrics["seconds"]`` (the only entry that differs between two identical
-runs). The run's history table is the long score table: train_id, method, score (the ranking
-score), flipped.
-"""
+"""The mislabel-detection study's experiment: data, training and every ranking, claims, summary
+and figures (the science is in the package's docstring)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, model_validator
 
-from genlab.data.logistic_teacher import LogisticTeacherSettings
-from genlab.settings import FrozenModel, Seed, Slug
-from genlab.studies._binary_models import (
-    LOSS,
-    BinaryMLPSettings,
-    FitSettings,
-    LogisticSettings,
-    ModelKind,
-)
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.mislabel_detection.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    MislabelConfig,
+    SelfInfluenceSettings,
+)
+from genlab.train.binary_settings import LOSS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
 
-NAME = "mislabel_detection"
-CITATION = ("Koh & Liang. Understanding black-box predictions via influence functions. ICML 2017 "
-            "(§5.4, fixing mislabeled examples).")
-
 METHODS = ("exact", "ekfac", "grad_dot", "loss", "random")
 CHECKED = tuple(round(0.05 * k, 2) for k in range(1, 21))  # fractions of the data inspected
 SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("method", pa.string()),
                           ("score", pa.float64()), ("flipped", pa.bool_())])
-
-
-class SelfInfluenceSettings(FrozenModel):
-    chunk_size: int = Field(256, ge=1, le=1_000_000, description="Examples per chunk of "
-                            "per-example gradients and solves.")
-    ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
-                                      "for EK-FAC's Fisher estimate.")
-    seed: Seed = Field(0, description="Seed of EK-FAC's sampled targets and (with the run's "
-                       "name) of the random ranking.")
-
-
-class MislabelRun(FrozenModel):
-    model: ModelKind = Field(description="logistic: L2 logistic regression; mlp: the tanh MLP.")
-    seed: Seed = Field(description="Seed of the initialisation.")
-
-
-class MislabelConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: LogisticTeacherSettings
-    logistic: LogisticSettings
-    mlp: BinaryMLPSettings
-    fit: FitSettings = FitSettings()
-    methods: SelfInfluenceSettings = SelfInfluenceSettings()
-    runs: dict[Slug, MislabelRun] = Field(min_length=1, description="One line per run; the key "
-                                          "is <model>-s<seed>.")
-
-    @model_validator(mode="after")
-    def _some_flips(self) -> Self:
-        if round(self.data.flip_fraction * self.data.n_train) < 1:
-            raise ValueError("data.flip_fraction flips no training label: nothing to detect")
-        return self
-
-
-def run_id(run: MislabelRun) -> str:
-    return f"{run.model}-s{run.seed}"
 
 
 def synthesize(config: MislabelConfig) -> Dataset:
@@ -139,7 +72,7 @@ def rankings(model: Any, problem: Any, l2: float, s: SelfInfluenceSettings, run:
     from genlab.analyses.influence import exact_self_influence, gradient_self_dot, loss_function
     from genlab.analyses.influence_kfac import kronfluence_self_influence
     from genlab.seeding import torch_generator
-    from genlab.studies._binary_models import per_example_losses
+    from genlab.train.binary import per_example_losses
 
     bce = loss_function(LOSS)
     X, y = problem.X, problem.y
@@ -169,7 +102,7 @@ def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: A
     from genlab.analyses.influence import loss_function
     from genlab.data.dataset import corrupt_labels
     from genlab.models.registry import count_parameters, model_spec, state_tensors
-    from genlab.studies._binary_models import (
+    from genlab.train.binary import (
         Problem,
         accuracy,
         build,
@@ -340,15 +273,9 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Mislabel detection (Koh & Liang 2017): self-influence finds flipped training labels",
-    citation=CITATION,
-    config=MislabelConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "n_parameters", "train_acc", "test_acc", "exact_auc", "ekfac_auc",
-                 "grad_dot_auc", "loss_auc", "random_auc"),
 )

@@ -1,14 +1,5 @@
-"""Edge of stability under full-batch gradient descent (Cohen, Kaur, Li, Kolter, Talwalkar 2021).
-
-Claim: with full-batch GD at step size η, the sharpness λ_max(∇²L) rises during training
-("progressive sharpening") until it reaches 2/η, the largest curvature GD is stable at, and then
-hovers just above it while the loss keeps falling over long windows, non-monotonically.
-
-Setup (notes/science.md section 2): x ~ N(0, I₂₀), n = 500, labels from a random 20-64-10 tanh
-teacher; a 20-100-100-10 tanh MLP, loss ½‖f − onehot(y)‖² averaged over examples, full-batch GD
-for 1500 steps at η ∈ {0.2, 0.3}. λ_max is tracked every 50 steps by Lanczos capped at 20
-Hessian-vector products, warm-started from the previous top eigenvector.
-"""
+"""The edge-of-stability study's experiment: data, training with tracked sharpness, claims,
+figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -17,73 +8,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator
 
-from genlab.analyses.settings import AnalysesSettings
-from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import (
-    FrozenModel,
-    MLPSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-    format_float_slug,
-)
+from genlab.settings import TrainSettings
 from genlab.studies.base import (
     ClaimResult,
     Objective,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
     training_objective,
 )
+from genlab.studies.eos_gd.settings import CITATION, NAME, STUDY, EoSConfig
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
-
-NAME = "eos_gd"
-CITATION = ("Cohen, Kaur, Li, Kolter, Talwalkar. Gradient descent on neural networks typically "
-            "occurs at the edge of stability. ICLR 2021.")
-
-
-class EoSRecipe(FrozenModel):
-    """Full-batch GD on the MSE loss; how long, and how sharpness is tracked."""
-
-    steps: int = Field(ge=1, le=100_000_000)
-    track_every: int = Field(ge=1, le=100_000_000, description="Steps between λ_max estimates "
-                             "(and history rows).")
-    lanczos_max_iter: int = Field(20, ge=2, le=1000, description="Hessian-vector products per "
-                                  "estimate (a fixed cap: unbounded Lanczos took minutes).")
-
-
-class EoSRun(FrozenModel):
-    lr: float = Field(gt=0, le=1e3, description="GD step size η.")
-    seed: Seed = Field(description="Seed of the initialisation.")
-
-
-class EoSConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings
-    model: MLPSettings
-    recipe: EoSRecipe
-    analyses: AnalysesSettings
-    runs: dict[Slug, EoSRun] = Field(min_length=1, description="One line per run; the key is "
-                                     "lr<η>-s<seed>.")
-
-    @field_validator("data")
-    @classmethod
-    def _classification(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "classification":
-            raise ValueError("the MSE-on-one-hot recipe needs task 'classification'")
-        return data
-
-
-def run_id(run: EoSRun) -> str:
-    return f"lr{format_float_slug(run.lr)}-s{run.seed}"
 
 
 def synthesize(config: EoSConfig) -> Dataset:
@@ -253,18 +194,10 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Edge of stability (Cohen et al. 2021): GD sharpness rises to 2/η and stays there",
-    citation=CITATION,
-    config=EoSConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     objective=objective,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "lr", "lambda_init", "lambda_final", "two_over_lr", "crossing_step",
-                 "ratio_median_after", "ratio_max_after", "final_train_loss"),
-    plots=(PlotSpec("sharpness", x="step", y="lambda_max", title="GD sharpness λ_max per step"),
-           PlotSpec("train_loss", x="step", y="train_loss", title="GD training loss per step")),
 )

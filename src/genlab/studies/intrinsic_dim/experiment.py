@@ -1,77 +1,33 @@
-"""Intrinsic dimension: of data, of representations, of objective landscapes, and of learning.
-
-Four parts, each a kind of run (the run id starts with the kind):
-
-1. ``estimate-<embedding>-s<seed>``: the estimators themselves. For each true dimension d in
-   ``estimators.dims``, n points with Gaussian latents z ~ N(0, I_d) embedded in R^D
-   (:mod:`genlab.data.manifolds`: linearly, x = Q z, or through tanh, x = tanh(scale Q z + b)),
-   drawn from the run's seed; TwoNN (Facco et al. 2017, 10% of the ratios discarded) and MLE
-   (Levina & Bickel 2004, k neighbours) with both averages: MacKay & Ghahramani's inverse
-   average, divisor k - 1 (the library default), and Levina & Bickel's arithmetic mean of
-   (k - 2)/S_k. No model is trained (the run's weights are empty).
-   Claim: within ±10% of d for d ≤ 10 and within [0.7d, 1.05d] for d = 20 (a known low bias at
-   n = 2000), per estimator (TwoNN; MLE with the inverse average), on the seed-mean estimate.
-2. ``layers-<clean|random>-s<seed>``: representation ID across depth (Ansuini et al. 2019) on
-   the study's one dataset (``data``: a d-dimensional latent tanh-embedded in R^D, labelled by a
-   random teacher on the latent). An MLP (``layers.model``) is trained on the true labels
-   (``clean``; a word, not YAML's boolean ``true``) or on fully random ones (every training
-   label replaced by the dataset's uniform class draw, ``corrupt_labels(p = 1)``). TwoNN of
-   every layer's activations on the n_test test inputs (input, each hidden layer after its
-   nonlinearity, logits), at initialisation and after training. Claim: the trained
-   true-label model's last-hidden-layer ID (seed mean) is below its value at init and below the
-   random-label model's.
-3. ``subspace-w<width>-s<seed>``: d_int90 (Li et al. 2018) of the MLP with ``subspace.depth``
-   hidden layers of ``width`` units on one teacher-student task (``subspace.data``, the same for
-   every width; drawn in the run from that block's own seed). The full model is trained with
-   ``subspace.full_train``; then θ = θ₀ + P z is trained with ``subspace.train`` from the same
-   θ₀ for each d in ``subspace.dims`` (optionally stopping at the first d that reaches the
-   target); a run's d_int90 = the smallest d whose test accuracy reaches ``threshold`` (0.9) ×
-   its full model's, and a width's is the median over its seeds. Claim: d_int90(widest) /
-   d_int90(narrowest) ≤ 2.5 while their parameter counts differ ≥ 5×.
-4. ``scaling-d<d_data>-s<seed>``: test error vs training-set size (Pope et al. 2021; Konz &
-   Mazurowski 2024). Data from the run's seed: a ``d_data``-dimensional Gaussian latent
-   embedded in R^D as ``scaling`` says, labelled by a random teacher on the latent; the N
-   training points for each N in ``scaling.sizes`` are the first N of one draw (nested sets),
-   and every N is tested on the same ``scaling.n_test`` points. Claim: at every N, the
-   seed-mean test error strictly increases with d_data. Reported, not claimed: the fitted slope
-   of log error on log N beside the law's -1/d_data.
-
-Every run that has data records its d_data (TwoNN and MLE on its training inputs) next to the
-generator's true intrinsic dimension, and the label sharpness K̂_F (Konz & Mazurowski) of the
-labels it was trained on, with its resolution (features per input) and normalisation (the input
-range and RMS). Runs that train several models in one process (subspace, scaling) restart from
-scratch if killed (no checkpoints); layers runs checkpoint like any single-model run.
-"""
+"""The intrinsic-dimension study's experiment: data, training of each run kind, summary,
+claims and figures (the science is in the package docstring, the settings in ``settings``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator, model_validator
 
 from genlab.data.manifolds import ManifoldSettings
-from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, TrainSettings
+from genlab.settings import MLPSettings
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary, stack_histories
+from genlab.studies.intrinsic_dim.settings import (
+    NAME,
+    STUDY,
+    EstimateRun,
+    IntrinsicDimConfig,
+    LayersRun,
+    ScalingRun,
+    SubspaceRun,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
 
-NAME = "intrinsic_dim"
-CITATION = ("Facco, d'Errico, Rodriguez, Laio. Estimating the intrinsic dimension of datasets by "
-            "a minimal neighborhood information. Sci. Rep. 2017; Levina & Bickel. Maximum "
-            "likelihood estimation of intrinsic dimension. NeurIPS 2004; Ansuini, Laio, Macke, "
-            "Zoccolan. Intrinsic dimension of data representations in deep neural networks. "
-            "NeurIPS 2019; Li, Farkhoor, Liu, Yosinski. Measuring the intrinsic dimension of "
-            "objective landscapes. ICLR 2018; Pope, Zhu, Abdelkader, Goldblum, Goldstein. The "
-            "intrinsic dimension of images and its impact on learning. ICLR 2021; Konz & "
-            "Mazurowski. The effect of intrinsic dataset properties on generalization. ICLR 2024.")
 CITATIONS = {
     "twonn": "Facco, d'Errico, Rodriguez, Laio. Sci. Rep. 7, 12140 (2017).",
     "mle": "Levina & Bickel. NeurIPS 2004; MacKay & Ghahramani. Comments on Levina & Bickel "
@@ -84,195 +40,6 @@ CITATIONS = {
                "2021; Konz & Mazurowski. The effect of intrinsic dataset properties on "
                "generalization. ICLR 2024.",
 }
-
-
-def _increasing(values: tuple[int, ...]) -> tuple[int, ...]:
-    if list(values) != sorted(set(values)):
-        raise ValueError("must be strictly increasing")
-    return values
-
-
-Dim = Annotated[int, Field(ge=1, le=100_000)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Settings.
-# ---------------------------------------------------------------------------------------------
-
-
-class EstimatorSettings(FrozenModel):
-    """Part 1: the estimators on points of known dimension."""
-
-    dims: tuple[Dim, ...] = Field(min_length=1, max_length=64, description="True intrinsic "
-                                  "dimensions d, strictly increasing; each must be ≤ "
-                                  "ambient_dim.")
-    ambient_dim: int = Field(ge=1, le=100_000, description="Ambient dimension D of the "
-                             "embedding.")
-    n_points: int = Field(ge=25, le=1_000_000, description="Points per estimate.")
-    embedding_scale: float = Field(1.0, gt=0, le=1e3, description="tanh runs: x = tanh(scale "
-                                   "Q z + b) (see genlab.data.manifolds).")
-    mle_k: int = Field(20, ge=3, le=1000, description="Neighbours k of the MLE.")
-    twonn_discard: float = Field(0.1, ge=0, lt=1, description="Fraction of the largest "
-                                 "ratios r2/r1 TwoNN discards (Facco et al.: 0.1).")
-
-    @field_validator("dims")
-    @classmethod
-    def _dims_increase(cls, dims: tuple[int, ...]) -> tuple[int, ...]:
-        return _increasing(dims)
-
-    @model_validator(mode="after")
-    def _fits(self) -> Self:
-        if self.dims[-1] > self.ambient_dim:
-            raise ValueError(f"dims up to {self.dims[-1]} exceed ambient_dim "
-                             f"{self.ambient_dim}")
-        if self.mle_k >= self.n_points:
-            raise ValueError("mle_k must be below n_points")
-        return self
-
-
-class LayersSettings(FrozenModel):
-    """Part 2: the network whose representations are measured, on the study's dataset."""
-
-    model: MLPSettings
-    train: TrainSettings
-    twonn_discard: float = Field(0.1, ge=0, lt=1, description="TwoNN's discarded fraction.")
-
-
-class SubspaceSettings(FrozenModel):
-    """Part 3: d_int90 of an MLP with ``depth`` hidden layers of the run's width."""
-
-    data: TeacherStudentSettings = Field(description="The task, the same for every width.")
-    depth: int = Field(2, ge=1, le=64, description="Hidden layers, each of the run's width.")
-    activation: Literal["relu", "tanh", "gelu"] = "relu"
-    dims: tuple[Dim, ...] = Field(min_length=1, max_length=64, description="Subspace "
-                                  "dimensions d to train, strictly increasing (a doubling grid "
-                                  "resolves d_int90 to a factor 2).")
-    full_train: TrainSettings = Field(description="Recipe of the full model (all D "
-                                      "parameters).")
-    train: TrainSettings = Field(description="Recipe of z in θ = θ₀ + P z.")
-    threshold: float = Field(0.9, gt=0, le=1, description="d_int is the smallest d reaching "
-                             "threshold × the full model's test accuracy (Li et al.: 0.9).")
-    stop_at_target: bool = Field(False, description="End a run's sweep at the first d that "
-                                 "reaches the target: d_int90 needs no larger d, and the "
-                                 "largest d cost the most.")
-
-    @field_validator("dims")
-    @classmethod
-    def _dims_increase(cls, dims: tuple[int, ...]) -> tuple[int, ...]:
-        return _increasing(dims)
-
-    @field_validator("data")
-    @classmethod
-    def _classification(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "classification":
-            raise ValueError("d_int90 is defined on accuracy: task must be 'classification'")
-        return data
-
-
-class ScalingSettings(FrozenModel):
-    """Part 4: learning curves on manifolds of dimension d_data (the runs' d_data)."""
-
-    ambient_dim: int = Field(ge=1, le=100_000, description="Ambient dimension D (≥ every "
-                             "run's d_data).")
-    embedding: Literal["linear", "tanh"] = "tanh"
-    embedding_scale: float = Field(1.0, gt=0, le=1e3)
-    n_classes: int = Field(2, ge=2, le=1000, description="Teacher classes (2: K̂_F is exactly "
-                           "Konz & Mazurowski's binary definition).")
-    teacher_hidden: tuple[Annotated[int, Field(ge=1, le=65_536)], ...] = Field(
-        max_length=64, description="Hidden widths of the random tanh teacher on the latent.")
-    sizes: tuple[Annotated[int, Field(ge=2, le=10_000_000)], ...] = Field(
-        min_length=1, max_length=64, description="Training-set sizes N, strictly increasing; "
-        "each N trains on the first N points of one draw of max(sizes).")
-    n_test: int = Field(ge=1, le=10_000_000)
-    model: MLPSettings
-    train: TrainSettings
-
-    @field_validator("sizes")
-    @classmethod
-    def _sizes_increase(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        return _increasing(sizes)
-
-
-class LabelSharpnessSettings(FrozenModel):
-    num_samples: int = Field(1000, ge=2, le=1_000_000, description="M, training points "
-                             "sampled (Konz & Mazurowski: 1000); K̂_F is the max over their "
-                             "pairs.")
-
-
-class EstimateRun(FrozenModel):
-    kind: Literal["estimate"]
-    embedding: Literal["linear", "tanh"] = Field(description="How the latents are embedded.")
-    seed: Seed = Field(description="Seed of the points (embedding and latents).")
-
-
-class LayersRun(FrozenModel):
-    kind: Literal["layers"]
-    labels: Literal["clean", "random"] = Field(description="clean: the teacher's (true) "
-                                               "labels; random: every training label replaced "
-                                               "by a uniform class.")
-    seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
-
-
-class SubspaceRun(FrozenModel):
-    kind: Literal["subspace"]
-    width: int = Field(ge=1, le=65_536, description="Units per hidden layer.")
-    seed: Seed = Field(description="Seed of θ₀ (the initialisation), P and the minibatches.")
-
-
-class ScalingRun(FrozenModel):
-    kind: Literal["scaling"]
-    d_data: int = Field(ge=1, le=100_000, description="Intrinsic dimension of the latent.")
-    seed: Seed = Field(description="Seed of the data (embedding, teacher, latents), the "
-                       "initialisation and the minibatches.")
-
-
-IntrinsicDimRun = Annotated[EstimateRun | LayersRun | SubspaceRun | ScalingRun,
-                            Field(discriminator="kind")]
-
-
-class IntrinsicDimConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: ManifoldSettings = Field(description="The study's dataset (the layers part): a "
-                                   "teacher-labelled manifold, classification.")
-    estimators: EstimatorSettings
-    layers: LayersSettings
-    subspace: SubspaceSettings
-    scaling: ScalingSettings
-    label_sharpness: LabelSharpnessSettings = LabelSharpnessSettings()
-    runs: dict[Slug, IntrinsicDimRun] = Field(
-        min_length=1, description="One line per run; the key is derived from the settings: "
-        "estimate-<embedding>-s<seed>, layers-<clean|random>-s<seed>, subspace-w<width>-s<seed>, "
-        "scaling-d<d_data>-s<seed>.")
-
-    @field_validator("data")
-    @classmethod
-    def _classification(cls, data: ManifoldSettings) -> ManifoldSettings:
-        if data.task != "classification":
-            raise ValueError("the layers part trains classifiers: task must be "
-                             "'classification'")
-        return data
-
-    @model_validator(mode="after")
-    def _runs(self) -> Self:
-        for key, run in self.runs.items():
-            expected = run_id(run)
-            if key != expected:
-                raise ValueError(f"runs.{key}: a run's name is derived from its settings; "
-                                 f"expected {expected!r}")
-            if isinstance(run, ScalingRun) and run.d_data > self.scaling.ambient_dim:
-                raise ValueError(f"runs.{key}: d_data {run.d_data} exceeds "
-                                 f"scaling.ambient_dim {self.scaling.ambient_dim}")
-        return self
-
-
-def run_id(run: EstimateRun | LayersRun | SubspaceRun | ScalingRun) -> str:
-    if isinstance(run, EstimateRun):
-        return f"estimate-{run.embedding}-s{run.seed}"
-    if isinstance(run, LayersRun):
-        return f"layers-{run.labels}-s{run.seed}"
-    if isinstance(run, SubspaceRun):
-        return f"subspace-w{run.width}-s{run.seed}"
-    return f"scaling-d{run.d_data}-s{run.seed}"
 
 
 def synthesize(config: IntrinsicDimConfig) -> Dataset:
@@ -961,18 +728,10 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
             _figure_scaling(data)]
     return [f for f in made if f is not None]
 
-
 SPEC = StudySpec(
-    name=NAME,
-    title="Intrinsic dimension: estimators, representations across depth (Ansuini 2019), "
-          "d_int90 (Li 2018) and learning curves vs d_data (Pope 2021, Konz 2024)",
-    citation=CITATION,
-    config=IntrinsicDimConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "kind", "seed", "final_test_acc", "last_hidden_id", "d_int90",
-                 "n_parameters", "test_err_by_n"),
 )

@@ -1,13 +1,5 @@
-"""Random labels: networks fit noise (Zhang et al., ICLR 2017).
-
-Claim: a standard network reaches 100% training accuracy whatever the fraction p of randomly
-relabelled training points, its test accuracy falls to chance as p -> 1, and fitting random labels
-is slower only by a small constant factor.
-
-Setup (scaled down, notes/science.md section 1): a Gaussian mixture (C = 10, d = 32), an MLP
-32-512-512-10 trained by SGD (lr 0.05, momentum 0.9, batch 100) until train accuracy is 1.0,
-checked every 10 steps; fit_step(p) is the first such step.
-"""
+"""The random-labels study's experiment: data, training (one run or the whole sweep at once),
+claims, figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -16,59 +8,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field
 
-from genlab.analyses.settings import AnalysesSettings
-from genlab.settings import (
-    FrozenModel,
-    GaussianMixtureSettings,
-    MLPSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-    format_float_slug,
-)
 from genlab.studies.base import (
     ClaimResult,
     Objective,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
     training_objective,
 )
+from genlab.studies.random_labels.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    RandomLabelsConfig,
+    RandomLabelsRun,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
-
-NAME = "random_labels"
-CITATION = ("Zhang, Bengio, Hardt, Recht, Vinyals. Understanding deep learning requires "
-            "rethinking generalization. ICLR 2017.")
-
-
-class RandomLabelsRun(FrozenModel):
-    """One point of the grid: a corruption level and a training seed."""
-
-    label_noise: float = Field(ge=0, le=1, description="Probability p that a training label is "
-                               "replaced by a uniformly drawn class.")
-    seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
-
-
-class RandomLabelsConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: GaussianMixtureSettings
-    model: MLPSettings
-    train: TrainSettings
-    analyses: AnalysesSettings
-    runs: dict[Slug, RandomLabelsRun] = Field(min_length=1, description="One line per run; the "
-                                              "key is derived from the settings: p<p>-s<seed>.")
-
-
-def run_id(run: RandomLabelsRun) -> str:
-    return f"p{format_float_slug(run.label_noise)}-s{run.seed}"
 
 
 def synthesize(config: RandomLabelsConfig) -> Dataset:
@@ -287,21 +248,11 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Random labels (Zhang et al. 2017): networks fit noise; test accuracy falls to chance",
-    citation=CITATION,
-    config=RandomLabelsConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     train_group=train_group,
     objective=objective,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "steps", "fit_step", "final_train_acc", "final_test_acc",
-                 "final_test_loss"),
-    plots=(PlotSpec("train_acc", x="step", y="train_acc",
-                    title="Train accuracy per SGD step, every label-noise level"),
-           PlotSpec("test_acc", x="step", y="test_acc",
-                    title="Test accuracy per SGD step, every label-noise level")),
 )

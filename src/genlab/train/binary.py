@@ -1,52 +1,24 @@
-"""What the influence and mislabel-detection studies share: binary classifiers (L2 logistic
-regression and a small MLP, one logit each, binary cross entropy) trained to a stationary point
+"""Binary classifiers, as the influence and mislabel-detection studies train them: L2 logistic
+regression and a small MLP, one logit each, binary cross entropy, trained to a stationary point
 of the regularised objective (1/n) Σ ℓᵢ + (λ/2)‖θ‖² in float64 (:mod:`genlab.train.full_batch`),
 so that the influence functions' damping is exactly the L2 coefficient λ.
 
-Not a study: a helper module (its name starts with an underscore). Torch is imported inside the
-functions, so that params validation, which imports every study, stays fast.
+Their settings are in :mod:`genlab.train.binary_settings` (pydantic only, importable by the
+studies' settings modules). Torch is imported inside the functions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field
 
-from genlab.settings import FrozenModel, MLPSettings
+from genlab.settings import MLPSettings
+from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
 
 if TYPE_CHECKING:
     from genlab.data.dataset import Dataset
-
-ModelKind = Literal["logistic", "mlp"]
-LOSS = "binary_cross_entropy"
-
-
-class LogisticSettings(FrozenModel):
-    """f(x) = wᵀx + b, trained on the binary cross entropy with an L2 penalty."""
-
-    l2: float = Field(gt=0, le=1e3, description="λ of the penalty (λ/2)‖θ‖² (bias included); "
-                      "also the influence functions' damping.")
-
-
-class BinaryMLPSettings(MLPSettings):
-    """An MLP with one output logit, trained on the binary cross entropy with an L2 penalty."""
-
-    l2: float = Field(gt=0, le=1e3, description="λ of the penalty (λ/2)‖θ‖² (all parameters); "
-                      "also the influence functions' damping.")
-
-
-class FitSettings(FrozenModel):
-    """How far to train: to a stationary point, by L-BFGS then Newton (genlab.train.full_batch)."""
-
-    grad_tol: float = Field(1e-9, gt=0, le=1, description="Trained when max|∇L| is at most this.")
-    coarse_tol: float = Field(1e-5, gt=0, le=1, description="Where L-BFGS hands over to Newton.")
-    max_lbfgs: int = Field(20_000, ge=1, le=10_000_000, description="L-BFGS iterations per fit.")
-    max_newton: int = Field(500, ge=1, le=100_000, description="Newton steps per fit (each a "
-                            "gradient; a Hessian is formed only when the old one stops "
-                            "working).")
 
 
 def model_settings(kind: ModelKind, logistic: LogisticSettings, mlp: BinaryMLPSettings):
@@ -119,6 +91,5 @@ def accuracy(model: Any, X: Any, y: Any) -> float:
         return float(((model(X).reshape(-1) > 0).to(y.dtype) == y).to(torch.float64).mean())
 
 
-__all__ = ["LOSS", "BinaryMLPSettings", "FitSettings", "LogisticSettings", "ModelKind",
-           "Problem", "accuracy", "build", "fit_settings_kwargs", "margins", "model_settings",
+__all__ = ["Problem", "accuracy", "build", "fit_settings_kwargs", "margins", "model_settings",
            "per_example_losses"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from genlab.sync import run_dvc
+from genlab.workflow.sync import run_dvc
 
 DIR_SUFFIX = ".dir"  # a folder output's object: the JSON listing of its files' md5s
 
@@ -133,3 +133,8 @@ def verify_cache(root: str | Path, repair: bool = False) -> int:
     print(f"genlab verify-cache: repaired: deleted {len(report.damaged)} damaged objects and "
           f"{len(report.affected)} outputs, pulled them again; {after.checked} objects match")
     return 0
+
+
+def run(args) -> int:
+    """``genlab verify-cache``."""
+    return verify_cache(Path.cwd(), repair=args.repair)

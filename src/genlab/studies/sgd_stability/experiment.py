@@ -1,92 +1,29 @@
-"""Which minima SGD can stay in: Tr H ≤ 2/η for SGD, λ_max ≤ 2/η for GD (Wu & Su 2023).
-
-Claim: a global minimum that is linearly stable for SGD with batch size 1 on the square loss has
-Tr H ≤ 2/η, while GD's stability constrains only the top eigenvalue, λ_max ≤ 2/η (Wu, Ma & E
-2018; Wu & Su 2023). So SGD ends in flatter minima (in trace) than GD at the same step size.
-
-Setup (notes/science.md section 2): scalar regression, n = 100, x ~ N(0, I₁₀), targets from a
-random tanh teacher (noise-free, so the net can interpolate); a 10-64-64-1 tanh net, loss
-½·mean(f − y)², trained to loss < 1e-5 by SGD (batch 1) and by GD, η ∈ {0.02, 0.05, 0.1}; at the
-end, Tr H (Hutch++, with its standard error) and λ_max (Lanczos). The bound is stated for one
-output: with C outputs the per-example Hessian has rank C and the bound applies per output, which
-is why this study keeps the scalar setting (a 10-class head gave Tr H = 265 against 2/η = 40).
-"""
+"""The SGD-stability study's experiment: data, training to a target loss, the final Hessian's
+trace and top eigenvalue, claims, figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pydantic import Field, field_validator
 
-from genlab.analyses.settings import AnalysesSettings
-from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import (
-    FrozenModel,
-    MLPSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-    format_float_slug,
-)
+from genlab.settings import TrainSettings
 from genlab.studies.base import (
     ClaimResult,
     Objective,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
     training_objective,
 )
+from genlab.studies.sgd_stability.settings import CITATION, NAME, STUDY, StabilityConfig
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
-
-NAME = "sgd_stability"
-CITATION = ("Wu & Su. The implicit regularization of dynamical stability in stochastic gradient "
-            "descent. ICML 2023; Wu, Ma, E. How SGD selects the global minima in "
-            "over-parameterized learning. NeurIPS 2018.")
-
-
-class StabilityRecipe(FrozenModel):
-    target_loss: float = Field(1e-5, gt=0, le=1, description="Train until ½·mean(f − y)² is at "
-                               "or below this (checked every eval_every steps).")
-    max_steps: int = Field(ge=1, le=1_000_000_000, description="Budget; a run that does not "
-                           "reach target_loss is reported as not converged.")
-    eval_every: int = Field(ge=1, le=1_000_000)
-    trace_matvecs: int = Field(99, ge=6, le=100_000, description="Hutch++ budget (multiple of 3).")
-    lanczos_max_iter: int = Field(50, ge=2, le=10_000)
-
-
-class StabilityRun(FrozenModel):
-    method: Literal["sgd", "gd"] = Field(description="sgd: batch size 1; gd: full batch.")
-    lr: float = Field(gt=0, le=1e3)
-    seed: Seed
-
-
-class StabilityConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings
-    model: MLPSettings
-    recipe: StabilityRecipe
-    analyses: AnalysesSettings
-    runs: dict[Slug, StabilityRun] = Field(min_length=1, description="One line per run; the key "
-                                           "is <method>-lr<η>-s<seed>.")
-
-    @field_validator("data")
-    @classmethod
-    def _regression(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "regression":
-            raise ValueError("the bound is for a scalar output: task must be 'regression'")
-        return data
-
-
-def run_id(run: StabilityRun) -> str:
-    return f"{run.method}-lr{format_float_slug(run.lr)}-s{run.seed}"
 
 
 def synthesize(config: StabilityConfig) -> Dataset:
@@ -241,18 +178,10 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="SGD stability (Wu & Su 2023): SGD minima have Tr H <= 2/η, GD only λ_max <= 2/η",
-    citation=CITATION,
-    config=StabilityConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     objective=objective,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "method", "lr", "steps", "trace", "trace_stderr", "lambda_max",
-                 "two_over_lr", "final_train_loss"),
-    plots=(PlotSpec("train_loss", x="step", y="train_loss",
-                    title="Training loss per step, GD and SGD at each step size"),),
 )

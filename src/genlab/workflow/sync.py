@@ -41,7 +41,7 @@ def dvc_status(root: str | Path) -> dict:
 
 def record_in_dvc(root: str | Path) -> None:
     """Commit every stage whose outputs all exist (a partial run commits what it finished)."""
-    from genlab.dag import dvc_jobs
+    from genlab.workflow.adapter import dvc_jobs
 
     root = Path(root)
     jobs = dvc_jobs(root)
@@ -86,3 +86,8 @@ def sync(root: str | Path, dry_run: bool = False) -> int:
         return proc.returncode
     print("genlab sync: Snakemake now treats DVC's outputs as up to date")
     return 0
+
+
+def run(args) -> int:
+    """``genlab sync``."""
+    return sync(Path.cwd(), dry_run=args.dry_run)

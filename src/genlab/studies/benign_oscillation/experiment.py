@@ -1,15 +1,5 @@
-"""Benign oscillation: large-step SGD learns the weak feature (Lu, Wu, Yang, Zou, ICLR 2024).
-
-Claim: on data whose points carry a weak feature v (small norm, in every point), a strong feature u
-(large norm, in most points) and noise, SGD with a large learning rate keeps oscillating, and the
-oscillation makes the network learn v as well; small-step SGD converges on u alone. So only the
-large-step model classifies test points that carry the weak feature alone.
-
-Setup (notes/science.md section 3): the feature-noise data (d = 64, u = e1, v = 0.1 e2, n = 16 of
-which 2 weak-only), the two-layer ReLU² patch network f = F₊ − F₋ with m = 8 filters per sign and
-N(0, 0.01²) initialisation, loss (1 − y f)², SGD with batch size 1, η ∈ {0.5, 2.5}, 3000 steps,
-several seeds (seed variance is high: every seed is reported).
-"""
+"""The benign-oscillation study's experiment: data, large- and small-step SGD with the feature
+probes, claims, figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -18,65 +8,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field
 
-from genlab.analyses.settings import AnalysesSettings
-from genlab.data.feature_noise import FeatureNoiseSettings
-from genlab.settings import (
-    FrozenModel,
-    PatchNetSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-    format_float_slug,
-)
+from genlab.settings import TrainSettings
 from genlab.studies.base import (
     ClaimResult,
     Objective,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
     training_objective,
 )
+from genlab.studies.benign_oscillation.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    BenignOscillationConfig,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
-
-NAME = "benign_oscillation"
-CITATION = ("Lu, Wu, Yang, Zou. Benign oscillation of stochastic gradient descent with large "
-            "learning rates. ICLR 2024 (arXiv:2310.17074).")
-
-
-class RecipeSettings(FrozenModel):
-    """The paper's recipe (SGD, batch 1, loss (1 − y f)²); only its lengths are settings."""
-
-    steps: int = Field(ge=1, le=100_000_000, description="SGD steps (batch size 1).")
-    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between history rows.")
-    late_fraction: float = Field(0.2, gt=0, le=1, description="The last fraction of the history "
-                                 "that counts as 'late' for the oscillation measure.")
-
-
-class BenignOscillationRun(FrozenModel):
-    lr: float = Field(gt=0, le=1e3, description="SGD step size η.")
-    seed: Seed = Field(description="Seed of the initialisation and the sampling order.")
-
-
-class BenignOscillationConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: FeatureNoiseSettings
-    model: PatchNetSettings
-    recipe: RecipeSettings
-    analyses: AnalysesSettings
-    runs: dict[Slug, BenignOscillationRun] = Field(min_length=1, description="One line per run; "
-                                                   "the key is lr<η>-s<seed>.")
-
-
-def run_id(run: BenignOscillationRun) -> str:
-    return f"lr{format_float_slug(run.lr)}-s{run.seed}"
 
 
 def synthesize(config: BenignOscillationConfig) -> Dataset:
@@ -278,20 +231,10 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Benign oscillation (Lu et al. 2024): large-step SGD learns the weak feature",
-    citation=CITATION,
-    config=BenignOscillationConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     objective=objective,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "lr", "seed", "alpha_v", "test_acc_strong", "test_acc_weak_only",
-                 "late_oscillation_strong"),
-    plots=(PlotSpec("alpha_v", x="step", y="alpha_v",
-                    title="Weak-feature alignment α_v per SGD step"),
-           PlotSpec("test_acc_weak_only", x="step", y="test_acc_weak_only",
-                    title="Weak-only test accuracy per SGD step")),
 )

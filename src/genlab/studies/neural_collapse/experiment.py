@@ -1,24 +1,5 @@
-"""Neural collapse in the terminal phase of training (Papyan, Han & Donoho, PNAS 2020).
-
-Claim: trained past zero training error (the terminal phase of training, TPT) with weight decay,
-a classifier's last-layer features collapse to their class means (NC1 falls), the centred class
-means approach a simplex equiangular tight frame, pairwise cosines → −1/(C − 1) (NC2), the
-classifier's rows align with the centred class means (NC3 falls), and the network's decision
-becomes the nearest-class-centre rule (NC4 → 0). The metrics are
-:func:`genlab.analyses.measures.collapse.neural_collapse`, whose docstring gives the formulas.
-
-Setup (scaled down, notes/science.md section 7): C = 4 Gaussian classes in ℝ¹⁶ (well separated,
-so 100% training accuracy needs no memorised outliers), an MLP 16-128-128-4 (ReLU) trained by
-SGD with momentum 0.9 and weight decay 5e-4 on the cross-entropy, the step size divided by 10 at
-1/3 and 2/3 of the budget as in the paper, for many times the step at which training accuracy
-first reaches 100%. NC1-NC4 of the last hidden layer's features on the training set are tracked
-every ``track_every`` steps. The TPT starts at the first tracked step with train accuracy 1.0;
-the claims are decided on the tracked steps from there to the end.
-
-The mean-cosine criterion is weak: Σ_c n_c (μ_c − μ_G) = 0, so with balanced classes and
-near-equal norms the mean cosine is near −1/(C − 1) already at initialisation; the metrics keep
-its initial value, and NC2's equiangularity (the cosines' spread), beside it.
-"""
+"""The neural-collapse study's experiment: data, training with NC1-NC4 tracked, the terminal
+phase's statistics, claims, figures (the science is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -28,23 +9,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, model_validator
 
-from genlab.settings import (
-    FrozenModel,
-    GaussianMixtureSettings,
-    MLPSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-)
+from genlab.settings import TrainSettings
 from genlab.studies.base import (
     ClaimResult,
-    PlotSpec,
     RunArtifacts,
     StudySpec,
     Summary,
     stack_histories,
+)
+from genlab.studies.neural_collapse.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    CollapseConfig,
+    CollapseRecipe,
 )
 
 if TYPE_CHECKING:
@@ -52,49 +31,9 @@ if TYPE_CHECKING:
 
     from genlab.data.dataset import Dataset
 
-NAME = "neural_collapse"
-CITATION = ("Papyan, Han, Donoho. Prevalence of neural collapse during the terminal phase of "
-            "deep learning training. PNAS 117(40), 2020.")
 NC_COLUMNS = ("nc1", "nc2_equinorm", "nc2_equinorm_weights", "nc2_equiangular", "nc2_max_angle",
               "mean_cosine", "nc3", "nc4")
 MIN_TPT_POINTS = 5  # tracked steps in the TPT below which a trend is not judged
-
-
-class CollapseRecipe(FrozenModel):
-    """Minibatch SGD on the cross-entropy for a fixed budget (no stop at 100% accuracy)."""
-
-    lr: float = Field(gt=0, le=1e3, description="Initial SGD step size.")
-    momentum: float = Field(0.9, ge=0, lt=1, description="Heavy-ball momentum.")
-    weight_decay: float = Field(ge=0, le=1e3, description="L2 weight decay (torch.optim.SGD's).")
-    batch_size: int = Field(ge=1, le=10_000_000)
-    lr_drops: int = Field(2, ge=0, le=10, description="Divide the step size by 10 this many "
-                          "times, evenly over the budget (Papyan et al.: 2, at 1/3 and 2/3).")
-    steps: int = Field(ge=1, le=100_000_000, description="SGD steps, all of them taken.")
-    track_every: int = Field(ge=1, le=100_000_000, description="Steps between NC measurements "
-                             "(and history rows).")
-
-    @model_validator(mode="after")
-    def _tracks_within_budget(self) -> CollapseRecipe:
-        if self.track_every > self.steps:
-            raise ValueError(f"track_every ({self.track_every}) exceeds steps ({self.steps})")
-        return self
-
-
-class CollapseRun(FrozenModel):
-    seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
-
-
-class CollapseConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: GaussianMixtureSettings
-    model: MLPSettings
-    recipe: CollapseRecipe
-    runs: dict[Slug, CollapseRun] = Field(min_length=1, description="One line per run; the key "
-                                          "is s<seed>.")
-
-
-def run_id(run: CollapseRun) -> str:
-    return f"s{run.seed}"
 
 
 def synthesize(config: CollapseConfig) -> Dataset:
@@ -296,7 +235,7 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
 
     def angle(m: Mapping[str, Any]) -> Judgement:
         # The mean cosine alone cannot fail here: it is near -1/(C-1) at initialisation already
-        # (see the module doc), so the cosines must also have become more equal during the TPT.
+        # (see the package doc), so the cosines must also have become more equal during the TPT.
         target = -1.0 / (m["n_classes"] - 1)
         gap = abs(m["final_mean_cosine"] - target)
         spread_fell = m["final_nc2_equiangular"] < m["tpt_start_nc2_equiangular"]
@@ -360,18 +299,9 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Neural collapse (Papyan et al. 2020): last-layer features collapse to a simplex ETF",
-    citation=CITATION,
-    config=CollapseConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "steps", "tpt_step", "final_train_acc", "final_test_acc",
-                 "spearman_nc1", "spearman_nc3", "final_nc1", "final_nc3", "final_nc4",
-                 "final_mean_cosine"),
-    plots=(PlotSpec("nc1", x="step", y="nc1", title="NC1: within-class variability per step"),
-           PlotSpec("nc3", x="step", y="nc3", title="NC3: classifier-to-means distance per step")),
 )

@@ -1,36 +1,6 @@
-"""Generalization measures on a hyperparameter grid (Jiang et al., ICLR 2020), at small scale.
-
-Jiang, Neyshabur, Mobahi, Krishnan & Bengio trained 2187 = 3⁷ networks on CIFAR-10 over a grid of
-seven hyperparameters (depth, width, batch size, dropout, learning rate, weight decay,
-optimizer), each to a training cross-entropy of 0.01, dropped the models below 99% training
-accuracy, and asked which of 40 complexity measures rank the models by their generalization gap:
-Kendall τ over all models, the granulated Kendall Ψ (the mean over hyperparameters i of ψ_i, τ
-within the groups where only hyperparameter i varies) and a conditional-mutual-information score
-(the least information a measure carries about the gap once any one or two hyperparameters are
-known). :mod:`genlab.analyses.measures.ranking` has the three statistics.
-
-Setup (scaled down, notes/science.md section 6): a random tanh teacher labels Gaussian inputs;
-ReLU MLPs over depth × width × learning rate × batch size × weight decay (× seed), SGD with
-momentum on the cross-entropy until the training accuracy reaches ``recipe.stop_at_train_acc``
-within ``recipe.max_steps``. A run that does not reach it (budget) or diverges is excluded from
-the ranking and counted. Each run's measures (every measure in
-:data:`genlab.analyses.measures.MEASURES`) are computed in the training stage, on the training
-set, with the model at initialisation rebuilt from the run seed; the gap is train accuracy −
-test accuracy (Jiang et al.'s, which at 100% training accuracy is the test error).
-
-Differences from Jiang et al. A run stops at a training *accuracy*, not at a cross-entropy of
-0.01: the vectorised trainer (:func:`genlab.train.ensemble.train_classifier_ensemble`) stops on
-accuracy only. Dropout and the optimizer are not varied. The runs are trained in groups that
-share (depth, width, batch size), the ensemble's constraint; within a group the learning rate,
-weight decay and seed vary per model.
-
-Claims (Jiang et al.'s findings that a small grid can test, in :data:`CLAIMS` with their
-criteria, decided by :func:`check_claims` and never tuned to this grid):
-
-1. Sharpness-based measures, the PAC-Bayes flatness 1/σ′² and especially its magnitude-aware
-   variant, are among the best predictors of the gap (ranked by Ψ).
-2. The product of spectral norms Π‖W_i‖₂² correlates negatively with the gap (τ < 0).
-"""
+"""The measures-grid study's experiment: data, training (alone and grouped) with each run's
+measures, the ranking, claims and figures (the science is in the package docstring, the
+settings in ``settings``)."""
 
 from __future__ import annotations
 
@@ -39,117 +9,33 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator
 
-from genlab.data.teacher_student import TeacherStudentSettings
-from genlab.settings import (
-    FrozenModel,
-    MLPSettings,
-    Seed,
-    Slug,
-    TrainSettings,
-    format_float_slug,
-)
+from genlab.settings import MLPSettings, TrainSettings
 from genlab.studies.base import ClaimResult, RunArtifacts, StudySpec, Summary
+from genlab.studies.measures_grid.settings import (
+    CITATION,
+    NAME,
+    STUDY,
+    MeasuresBlock,
+    MeasuresGridConfig,
+    MeasuresGridRun,
+    run_id,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from genlab.analyses.measures import MeasureSettings
+    from genlab.analyses.measures.registry import MeasureSettings
     from genlab.data.dataset import Dataset
 
-NAME = "measures_grid"
-CITATION = ("Jiang, Neyshabur, Mobahi, Krishnan, Bengio. Fantastic generalization measures and "
-            "where to find them. ICLR 2020.")
 HYPERPARAMETERS = ("depth", "width", "lr", "batch_size", "weight_decay")
 """The grid's axes: Ψ and the CMI score condition on those that take two or more values."""
 
 log = logging.getLogger(__name__)
-
-
-class MeasuresGridRun(FrozenModel):
-    """One point of the grid and a seed."""
-
-    depth: int = Field(ge=1, le=64, description="Hidden layers.")
-    width: int = Field(ge=1, le=65_536, description="Units per hidden layer.")
-    lr: float = Field(gt=0, le=1e3, description="SGD step size.")
-    batch_size: int = Field(ge=1, le=10_000_000)
-    weight_decay: float = Field(ge=0, le=1e3, description="L2 coefficient in SGD's update.")
-    seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
-
-
-class GridRecipe(FrozenModel):
-    """What every run shares: the activation, the optimizer's momentum, the budget and the stop."""
-
-    activation: Literal["relu", "tanh", "gelu"] = "relu"
-    momentum: float = Field(ge=0, lt=1, description="SGD heavy-ball momentum.")
-    max_steps: int = Field(ge=1, le=100_000_000, description="Step budget; a run that has not "
-                           "reached stop_at_train_acc by then is excluded from the ranking.")
-    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations (the "
-                            "stop check and history rows).")
-    stop_at_train_acc: float = Field(gt=0, le=1, description="Stop once the training accuracy "
-                                     "reaches this; runs that never do are excluded (Jiang et "
-                                     "al. drop models below 0.99).")
-
-
-class MeasuresBlock(FrozenModel):
-    """The measures' knobs (:class:`genlab.analyses.measures.MeasureSettings`); small sample
-    counts keep the costly ones (σ′, α′, λ_max, Tr H) cheap."""
-
-    margin_quantile: float = Field(0.1, ge=0, le=1, description="γ = this quantile of the "
-                                   "training margins.")
-    flatness_target: float = Field(0.1, gt=0, le=10, description="Δ, the tolerated increase "
-                                   "for σ′ and α′.")
-    sigma_loss: Literal["error", "loss"] = Field("error", description="σ′ on the 0-1 training "
-                                                 "error (Jiang et al.) or the loss.")
-    sigma_samples: int = Field(10, ge=1, le=10_000, description="Monte Carlo directions for σ′.")
-    sigma_depth: int = Field(15, ge=1, le=60, description="Bisection steps for σ′.")
-    magnitude_eps: float = Field(1e-3, gt=0, le=1, description="ε of the magnitude-aware σ′, α′.")
-    alpha_steps: int = Field(10, ge=1, le=10_000, description="Ascent steps per worst case.")
-    alpha_depth: int = Field(12, ge=1, le=60, description="Bisection steps for α′.")
-    loss_threshold: float = Field(0.1, gt=0, le=100, description="steps_to_loss: the first "
-                                  "evaluated step with training loss at or below this.")
-    lanczos_max_iter: int = Field(20, ge=2, le=10_000, description="Lanczos steps for λ_max.")
-    trace_num_matvecs: int = Field(30, ge=3, le=100_000, description="Hutch++ products for Tr H.")
-    id_max_examples: int = Field(1000, ge=3, le=10_000_000, description="Training examples for "
-                                 "the last-layer intrinsic dimension.")
-    jacobian_max_points: int = Field(256, ge=1, le=10_000_000, description="Test points for "
-                                     "the input-Jacobian norm.")
-    seed: Seed = Field(0, description="Seed of the measures' random directions, the same for "
-                       "every model (common random numbers).")
-
-    def settings(self) -> MeasureSettings:
-        from genlab.analyses.measures import MeasureSettings
-
-        return MeasureSettings(**self.model_dump())
-
-
-class MeasuresGridConfig(FrozenModel):
-    description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings = Field(description="The task, the same for every model.")
-    recipe: GridRecipe
-    measures: MeasuresBlock
-    runs: dict[Slug, MeasuresGridRun] = Field(
-        min_length=1, description="One line per run (a grid point and a seed); the key is "
-        "d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed>, '_' for the point "
-        "(grid_runs writes a full grid).")
-
-    @field_validator("data")
-    @classmethod
-    def _classification(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "classification" or data.random_inputs:
-            raise ValueError("the measures rank classifiers: task 'classification' with the "
-                             "teacher's inputs (random_inputs false)")
-        return data
-
-
-def run_id(run: MeasuresGridRun) -> str:
-    return (f"d{run.depth}-w{run.width}-lr{format_float_slug(run.lr)}-b{run.batch_size}"
-            f"-wd{format_float_slug(run.weight_decay)}-s{run.seed}")
 
 
 def grid_runs(depths: Iterable[int], widths: Iterable[int], lrs: Iterable[float],
@@ -179,6 +65,13 @@ def train_settings(config: MeasuresGridConfig, run: MeasuresGridRun) -> TrainSet
                          eval_every=r.eval_every, stop_at_train_acc=r.stop_at_train_acc)
 
 
+def measure_settings(block: MeasuresBlock) -> MeasureSettings:
+    """The measures' settings of ``block`` (:class:`genlab.analyses.measures.MeasureSettings`)."""
+    from genlab.analyses.measures.registry import MeasureSettings
+
+    return MeasureSettings(**block.model_dump())
+
+
 # ---------------------------------------------------------------------------------------------
 # Training and the measures of each run.
 # ---------------------------------------------------------------------------------------------
@@ -192,7 +85,7 @@ def run_measures(model: Any, init_model: Any, dataset: Dataset, history: Mapping
     import torch
     from torch.nn import functional as F
 
-    from genlab.analyses.measures import MeasureInputs, compute_measures
+    from genlab.analyses.measures.registry import MeasureInputs, compute_measures
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
@@ -209,7 +102,7 @@ def run_measures(model: Any, init_model: Any, dataset: Dataset, history: Mapping
 
 def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Dataset, model: Any,
                result: Any, device: Any) -> RunArtifacts:
-    from genlab.analyses.measures import MEASURES
+    from genlab.analyses.measures.registry import MEASURES
     from genlab.models.registry import (
         build_seeded_model,
         count_parameters,
@@ -227,7 +120,7 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
         history = {"step": [r["step"] for r in rows], "train_loss": [r["train_loss"] for r in rows]}
         was_training = model.training
         values, reasons = run_measures(model, init, dataset, history,
-                                       config.measures.settings(), device)
+                                       measure_settings(config.measures), device)
         model.train(was_training)
         log.info("measures of %s in %.1fs", run_id(run), time.perf_counter() - t0)
     else:  # excluded from the ranking: not worth the measures' time
@@ -368,12 +261,12 @@ def ranking_rows(values: Mapping[str, np.ndarray], gap: np.ndarray,
     varies), the CMI score and its conditioning set, the number of models it is defined on; in
     descending order of sign·Ψ (undefined last). Columns ψ_<name> exist for every name in
     :data:`HYPERPARAMETERS` (NaN where not varied)."""
-    from genlab.analyses.measures import (
-        MEASURES,
+    from genlab.analyses.measures.ranking import (
         conditional_mutual_information,
         granulated_kendall,
         kendall_tau,
     )
+    from genlab.analyses.measures.registry import MEASURES
 
     rows = []
     for name, raw in values.items():
@@ -572,17 +465,10 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
 
 
 SPEC = StudySpec(
-    name=NAME,
-    title="Generalization measures on a grid (Jiang et al. 2020): which measures rank models "
-          "by their gap",
-    citation=CITATION,
-    config=MeasuresGridConfig,
-    run_id=run_id,
+    entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     train_group=train_group,
     summarize=summarize,
     figures=figures,
-    run_columns=("status", "depth", "width", "lr", "batch_size", "weight_decay", "steps",
-                 "final_train_acc", "final_test_acc", "gap"),
 )

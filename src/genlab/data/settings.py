@@ -1,0 +1,189 @@
+"""The settings of every dataset generator: pydantic models only, no numpy, no generator code.
+
+Kept apart from the generators so that validating ``params.yaml`` (which every stage does) does not
+make every stage depend on every generator's code (see ``genlab.workflow.code_deps``). Each
+generator module imports its settings from here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, model_validator
+
+from genlab.settings import FrozenModel, Seed
+
+
+class DigitsSettings(FrozenModel):
+    """scikit-learn's 8x8 digits, pixels / 16, split at random into train and test."""
+
+    test_fraction: float = Field(gt=0, lt=1, description="Fraction of the 1797 images held out "
+                                 "for testing.")
+    seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
+
+
+class FeatureNoiseSettings(FrozenModel):
+    """y = +-1; patches y*u (strong, some points), y*v (weak, every point), N(0, sigma_p^2 I)."""
+
+    patch_dim: int = Field(64, ge=2, le=100_000, description="Patch dimension d (x has 3d "
+                           "columns); at least 2 so u = e_1 and v = e_2 are orthogonal.")
+    strong_norm: float = Field(1.0, gt=0, le=1e3, description="||u||, u = strong_norm * e_1.")
+    weak_norm: float = Field(0.1, gt=0, le=1e3, description="||v||, v = weak_norm * e_2.")
+    noise_std: float = Field(ge=0, le=1e3, description="sigma_p, the std of each noise-patch "
+                             "coordinate (the paper's experiments use 0.02 and 0.05).")
+    n_train: int = Field(16, ge=1, le=10_000_000)
+    n_weak_only: int = Field(2, ge=0, le=10_000_000, description="Training points without the "
+                             "strong feature; which ones is drawn from the seed.")
+    n_test_strong: int = Field(ge=0, le=10_000_000, description="Test points with both features.")
+    n_test_weak: int = Field(ge=0, le=10_000_000, description="Test points with the weak feature "
+                             "only.")
+    seed: Seed = Field(description="Seed of the labels, the noise, the weak-only choice and the "
+                       "label corruption.")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Self:
+        if self.n_weak_only > self.n_train:
+            raise ValueError(f"n_weak_only ({self.n_weak_only}) exceeds n_train ({self.n_train})")
+        if self.n_test_strong + self.n_test_weak == 0:
+            raise ValueError("the test set is empty: set n_test_strong or n_test_weak")
+        return self
+
+
+class LogisticTeacherSettings(FrozenModel):
+    """x ~ N(0, diag(s)²), P(y = 1 | x) = σ(β wᵀx/‖w ∘ s‖ + b); a fraction of labels flipped."""
+
+    input_dim: int = Field(ge=1, le=100_000, description="Input dimension d.")
+    anisotropy: float = Field(0.5, ge=0, le=6, description="Feature standard deviations are "
+                              "log-spaced over [10^-a, 10^a]; 0 makes the inputs isotropic.")
+    signal: float = Field(3.0, gt=0, le=1e3, description="β: the standard deviation of the "
+                          "teacher's logit over the inputs (large = nearly separable).")
+    bias: float = Field(0.0, ge=-1e3, le=1e3, description="b: the teacher's logit offset.")
+    labels: Literal["bernoulli", "sign"] = Field(
+        "bernoulli", description="bernoulli: y ~ Bernoulli(σ(z)); sign: y = 1[z > 0].")
+    flip_fraction: float = Field(0.0, ge=0, lt=1, description="Fraction of training labels "
+                                 "flipped to the other class (exact when it times n_train is "
+                                 "an integer); the clean labels and the flips are recorded.")
+    n_train: int = Field(ge=2, le=10_000_000)
+    n_test: int = Field(ge=1, le=10_000_000)
+    seed: Seed = Field(description="Seed of the teacher, the inputs, the labels and the flips.")
+
+
+Operation = Literal["add", "sub", "mul", "div"]
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    return all(n % k for k in range(2, math.isqrt(n) + 1))
+
+
+class ModularSettings(FrozenModel):
+    """All pairs (a, b) in [0, p)^2 labelled (a op b) mod p; a random train fraction of them."""
+
+    modulus: int = Field(ge=2, le=1000, description="p, also the number of classes and the "
+                         "token vocabulary (must be prime for div).")
+    operation: Operation = Field(description="add, sub, mul, or div (a * b^-1, b != 0).")
+    train_fraction: float = Field(gt=0, lt=1, description="Fraction of the pairs used for "
+                                  "training; the rest is the test set.")
+    seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        p = self.modulus
+        if self.operation == "div" and not is_prime(p):
+            below = next(k for k in range(p - 1, 1, -1) if is_prime(k)) if p > 2 else None
+            above = next(k for k in range(p + 1, 2 * p + 2) if is_prime(k))
+            raise ValueError(f"operation 'div' needs a prime modulus so that every b != 0 has an "
+                             f"inverse mod p; {p} is not prime (nearest primes: {below}, {above})")
+        n_pairs = n_pair_count(p, self.operation)
+        n_train = train_size(n_pairs, self.train_fraction)
+        if not 1 <= n_train <= n_pairs - 1:
+            raise ValueError(f"train_fraction {self.train_fraction} of {n_pairs} pairs gives "
+                             f"{n_train} training pairs; both splits need at least one")
+        return self
+
+
+def n_pair_count(p: int, operation: Operation) -> int:
+    return p * (p - 1) if operation == "div" else p * p
+
+
+def train_size(n_pairs: int, train_fraction: float) -> int:
+    """round(train_fraction * n_pairs): the nearest whole number of pairs (ties to even)."""
+    return round(train_fraction * n_pairs)
+
+
+class TeacherSettings(FrozenModel):
+    """What a random tanh teacher computes; shared with :mod:`genlab.data.manifolds`."""
+
+    task: Literal["classification", "regression"] = Field(
+        description="classification: y = argmax of C teacher outputs; regression: one output.")
+    n_classes: int | None = Field(None, ge=2, le=1000, description="Classes C (classification "
+                                  "only; must be omitted for regression).")
+    teacher_hidden: tuple[Annotated[int, Field(ge=1, le=65_536)], ...] = Field(
+        max_length=64, description="Hidden widths of the tanh teacher, input to output; empty "
+        "makes the teacher linear.")
+    target_noise_std: float = Field(0.0, ge=0, le=1e3, description="Std sigma of the Gaussian "
+                                    "noise added to regression targets (regression only).")
+
+    @model_validator(mode="after")
+    def _fields_match_task(self) -> Self:
+        if self.task == "classification" and self.n_classes is None:
+            raise ValueError("task 'classification' needs n_classes (>= 2)")
+        if self.task == "regression" and self.n_classes is not None:
+            raise ValueError("task 'regression' has no classes; omit n_classes")
+        if self.task == "classification" and self.target_noise_std != 0:
+            raise ValueError("target_noise_std applies to regression only; for noisy class "
+                             "labels use label corruption")
+        return self
+
+    @property
+    def n_outputs(self) -> int:
+        return self.n_classes if self.n_classes is not None else 1
+
+    @property
+    def dataset_classes(self) -> int:
+        """``Dataset.n_classes``: C for classification, 0 for regression."""
+        return self.n_classes if self.n_classes is not None else 0
+
+
+class TeacherStudentSettings(TeacherSettings):
+    """x ~ N(0, I_d) labelled by a random tanh MLP (argmax of C outputs, or one output + noise)."""
+
+    input_dim: int = Field(ge=1, le=100_000, description="Input dimension d.")
+    random_inputs: bool = Field(False, description="Replace every input, after labelling, by "
+                                "fresh N(0, I) noise independent of its label.")
+    n_train: int = Field(ge=1, le=10_000_000)
+    n_test: int = Field(ge=1, le=10_000_000)
+    seed: Seed = Field(description="Seed of the teacher, the inputs, the target noise and the "
+                       "label corruption.")
+
+
+class ManifoldSettings(TeacherSettings):
+    """z ~ N(0, I_d) or U(cube) embedded in R^D by Q z or tanh(scale Q z + b); teacher on z."""
+
+    intrinsic_dim: int = Field(ge=1, le=10_000, description="Latent dimension d.")
+    ambient_dim: int = Field(ge=1, le=100_000, description="Input dimension D (>= d).")
+    latent: Literal["gaussian", "uniform"] = Field(
+        "gaussian", description="z ~ N(0, I_d), or uniform on [-sqrt(3), sqrt(3)]^d (unit "
+        "variance per coordinate).")
+    embedding: Literal["linear", "tanh"] = Field(
+        description="linear: x = Q z (distance-preserving); tanh: x = tanh(scale Q z + b).")
+    embedding_scale: float = Field(1.0, gt=0, le=1e3, description="tanh embedding only: the "
+                                   "scale of A = scale * Q; larger bends the manifold more.")
+    embedding_bias_std: float = Field(1.0, ge=0, le=1e3, description="tanh embedding only: "
+                                      "b ~ N(0, bias_std^2 I_D).")
+    ambient_noise_std: float = Field(0.0, ge=0, le=1e3, description="Std of isotropic N(0, I_D) "
+                                     "noise added to x after embedding (0: exactly on the "
+                                     "manifold).")
+    n_train: int = Field(ge=1, le=10_000_000)
+    n_test: int = Field(ge=1, le=10_000_000)
+    seed: Seed = Field(description="Seed of the embedding, the teacher, the latents, the noises "
+                       "and the label corruption.")
+
+    @model_validator(mode="after")
+    def _dims(self) -> Self:
+        if self.intrinsic_dim > self.ambient_dim:
+            raise ValueError(f"intrinsic_dim ({self.intrinsic_dim}) exceeds ambient_dim "
+                             f"({self.ambient_dim}): an embedding needs d <= D")
+        return self

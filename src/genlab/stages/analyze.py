@@ -1,0 +1,61 @@
+"""``genlab analyze <analysis>``: one post-hoc analysis of every run of a study, into
+``OUT/<run>.json`` (numbers, or why the run was skipped) and, where the analysis has tables,
+``OUT/<run>_<table>.parquet``. Which analysis runs comes from the registry
+(:mod:`genlab.analyses.registry`); its function is imported by name, so this module does not
+depend on any analysis' code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from typing import Any
+
+from genlab.analyses.registry import ANALYSES
+from genlab.config import ParamsError
+from genlab.device import configure_torch, describe_device, resolve_device
+from genlab.io import read_json, write_json, write_parquet
+from genlab.models.registry import load_model, seeded_model_from_spec
+from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
+
+
+def run(args: argparse.Namespace) -> int:
+    params = setup(args)
+    spec, config = study(params, args.study)
+    if spec.objective is None:
+        raise ParamsError(f"studies.{args.study}: this study has no post-hoc analyses")
+    settings = getattr(config.analyses, args.analysis)
+    if settings is None:
+        raise ParamsError(f"studies.{args.study}.analyses.{args.analysis}: not set, so there is "
+                          "nothing to run (set it, then `genlab dag --write`)")
+    module, _, function = ANALYSES[args.analysis].record.partition(":")
+    record_fn = getattr(importlib.import_module(module), function)
+    configure_torch(params.runtime.threads)
+    device = resolve_device(params.runtime.device)
+    dataset = load_dataset(args.dataset)
+    prov = provenance(stage_settings(config, args.analysis), describe_device(device))
+    for run_id in config.runs:  # only the declared runs: a leftover folder is ignored
+        folder = args.runs / run_id
+        metrics = read_json(folder / "metrics.json")
+        t0 = time.perf_counter()
+        if metrics["status"] == "diverged":
+            record: dict[str, Any] = {
+                "status": "skipped",
+                "reason": f"the run diverged at step {metrics.get('diverged_step')}"}
+            tables = {}
+        else:
+            model_json = read_json(folder / "model.json")
+            model = load_model(model_json, folder / "model.safetensors").to(device)
+            objective = spec.objective(config, run_id, dataset, device)
+
+            def untrained(spec_=model_json, seed=config.runs[run_id].seed):
+                # every study seeds its model's init with the run seed (build_seeded_model)
+                return seeded_model_from_spec(spec_, seed, device)
+
+            record, tables = record_fn(model, objective, settings, untrained)
+        for name, table in tables.items():
+            write_parquet(args.out / f"{run_id}_{name}.parquet", table)
+        write_json(args.out / f"{run_id}.json", {**record, "provenance": {**prov, "run": run_id}})
+        log.info("%s of %s/%s: %s in %.1fs", args.analysis, args.study, run_id,
+                 record.get("status", "done"), time.perf_counter() - t0)
+    return 0

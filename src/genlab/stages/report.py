@@ -1,0 +1,23 @@
+"""``genlab report``: reports/index.html and reports/claims.json from every study's summary."""
+
+from __future__ import annotations
+
+import argparse
+
+from genlab.io import write_json, write_text
+from genlab.paths import LOGS
+from genlab.report.collect import collect
+from genlab.report.render import render_html
+from genlab.stages.common import setup
+
+
+def run(args: argparse.Namespace) -> int:
+    params = setup(args)
+    # the stage logs sit beside the report folder (logs/ beside reports/, genlab.paths); they are
+    # read for wall times only, so they are not a DVC dependency
+    logs = args.logs if args.logs is not None else args.out.parent / LOGS
+    report = collect(params, {d.name: d for d in args.studies}, logs=logs)
+    write_text(args.out / "index.html", render_html(report))
+    write_json(args.out / "claims.json", {"claims": [c for c in report.claims]})
+    print(f"report written to {args.out / 'index.html'}")
+    return 0

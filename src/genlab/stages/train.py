@@ -1,0 +1,61 @@
+"""``genlab train``: one run of a study, or with no ``--run`` the whole sweep (at once where the
+study has a vectorised group trainer) into ``OUT/<run>/``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from genlab.config import ParamsError, settings_hash
+from genlab.device import configure_torch, describe_device, resolve_device
+from genlab.io import write_json, write_parquet, write_safetensors
+from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
+from genlab.train.checkpoint_folder import CheckpointFolder
+
+
+def run(args: argparse.Namespace) -> int:
+    params = setup(args)
+    spec, config = study(params, args.study)
+    if args.run is not None and args.run not in config.runs:
+        raise ParamsError(f"studies.{args.study}.runs.{args.run}: no such run; declared: "
+                          f"{sorted(config.runs)}")
+    configure_torch(params.runtime.threads)
+    device = resolve_device(params.runtime.device)
+    dataset = load_dataset(args.dataset)
+    t0 = time.perf_counter()
+    if args.run is None:  # the whole sweep, into runs/<run>/
+        runs = list(config.runs)
+        if spec.train_group is not None:
+            results = spec.train_group(config, runs, dataset, device)
+        else:
+            results = {run: spec.train_run(config, run, dataset, device, None) for run in runs}
+        folders = {run: args.out / run for run in runs}
+    else:
+        checkpoints = CheckpointFolder(args.out / ".checkpoint",
+                                       settings_hash(stage_settings(config, "train", args.run)))
+        results = {args.run: spec.train_run(
+            config, args.run, dataset, device,
+            checkpoints.checkpointing(params.runtime.checkpoint_minutes, device))}
+        folders = {args.run: args.out}
+    elapsed = time.perf_counter() - t0
+    for run_id, result in results.items():
+        write_run(folders[run_id], result, config, run_id, describe_device(device))
+        log.info("trained %s/%s on %s: %s", args.study, run_id, describe_device(device),
+                 result.metrics["status"])
+    if args.run is not None:
+        checkpoints.remove()
+    log.info("trained %d run(s) of %s in %.1fs", len(results), args.study, elapsed)
+    return 0
+
+
+def write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:
+    """A run's four artifacts; its sidecar records the settings of this run alone."""
+    prov = provenance(stage_settings(config, "train", run), device, config.runs[run].seed)
+    prov["run"] = run
+    sha256 = write_safetensors(folder / "model.safetensors", result.weights)
+    write_json(folder / "model.json", {**result.model_spec, "provenance": prov,
+                                       "weights_sha256": sha256})
+    write_parquet(folder / "history.parquet", result.history)
+    write_json(folder / "metrics.json", result.metrics)

@@ -1,0 +1,64 @@
+"""The mislabel-detection study's settings (pydantic, no torch) and its registry entry."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+
+from genlab.data.settings import LogisticTeacherSettings
+from genlab.settings import FrozenModel, Seed, Slug
+from genlab.studies.entry import Resources, StudyEntry
+from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
+
+NAME = "mislabel_detection"
+CITATION = ("Koh & Liang. Understanding black-box predictions via influence functions. ICML 2017 "
+            "(§5.4, fixing mislabeled examples).")
+
+
+class SelfInfluenceSettings(FrozenModel):
+    chunk_size: int = Field(256, ge=1, le=1_000_000, description="Examples per chunk of "
+                            "per-example gradients and solves.")
+    ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
+                                      "for EK-FAC's Fisher estimate.")
+    seed: Seed = Field(0, description="Seed of EK-FAC's sampled targets and (with the run's "
+                       "name) of the random ranking.")
+
+
+class MislabelRun(FrozenModel):
+    model: ModelKind = Field(description="logistic: L2 logistic regression; mlp: the tanh MLP.")
+    seed: Seed = Field(description="Seed of the initialisation.")
+
+
+class MislabelConfig(FrozenModel):
+    description: str = Field("", max_length=2000)
+    data: LogisticTeacherSettings
+    logistic: LogisticSettings
+    mlp: BinaryMLPSettings
+    fit: FitSettings = FitSettings()
+    methods: SelfInfluenceSettings = SelfInfluenceSettings()
+    runs: dict[Slug, MislabelRun] = Field(min_length=1, description="One line per run; the key "
+                                          "is <model>-s<seed>.")
+
+    @model_validator(mode="after")
+    def _some_flips(self) -> Self:
+        if round(self.data.flip_fraction * self.data.n_train) < 1:
+            raise ValueError("data.flip_fraction flips no training label: nothing to detect")
+        return self
+
+
+def run_id(run: MislabelRun) -> str:
+    return f"{run.model}-s{run.seed}"
+
+
+STUDY = StudyEntry(
+    name=NAME,
+    title="Mislabel detection (Koh & Liang 2017): self-influence finds flipped training labels",
+    citation=CITATION,
+    config=MislabelConfig,
+    run_id=run_id,
+    run_columns=("status", "n_parameters", "train_acc", "test_acc", "exact_auc", "ekfac_auc",
+                 "grad_dot_auc", "loss_auc", "random_auc"),
+    grouped=False,
+    train_resources=Resources(mem_mb=4000, runtime=60),
+)
