@@ -95,7 +95,9 @@ class _Builder:
     def stages(self) -> dict[str, Any]:
         stages: dict[str, Any] = {"check_params": {
             "cmd": _cmd("check-params", PARAMS_FILE, "--stamp", GATE_STAMP),
-            "deps": self.deps.files([*ENTRY, "genlab.stages.check_params"]),
+            # dvc.yaml itself: the gate checks that it is the file params.yaml generates, and
+            # DVC must rerun that check whenever either changes
+            "deps": ["dvc.yaml", *self.deps.files([*ENTRY, "genlab.stages.check_params"])],
             "params": ["scale", "report", "studies"],
             # persist: DVC deletes a stage's outputs before running it; an invalid file must
             # delete nothing, this stamp included (a failed check leaves dvc.lock stale)

@@ -1,0 +1,95 @@
+"""Each stage's code dependencies are the genlab files its command imports (genlab.workflow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from genlab.workflow.code_deps import CodeDeps
+from genlab.workflow.generate import render
+from tests_support import CI_PRESET, ROOT
+
+TRACE = "src/genlab/analyses/trace.py"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / "src" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_closure_follows_every_import_that_runs(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "genlab/__init__.py": "",
+        "genlab/a.py": "import os\nfrom genlab import b\n\ndef f():\n    import genlab.c.d\n",
+        "genlab/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                       "    from genlab import never\nelse:\n    from . import e\n",
+        "genlab/c/__init__.py": "",
+        "genlab/c/d.py": "from .f import g\n",
+        "genlab/c/f.py": "g = 1\n",
+        "genlab/e.py": "",
+        "genlab/never.py": "",
+        "genlab/unused.py": "",
+    })
+    deps = CodeDeps(tmp_path)
+    assert deps.closure(["genlab.a"]) == {
+        "genlab", "genlab.a", "genlab.b", "genlab.e", "genlab.c", "genlab.c.d", "genlab.c.f"}
+    assert deps.files(["genlab.c.f"]) == ["src/genlab/__init__.py", "src/genlab/c/__init__.py",
+                                          "src/genlab/c/f.py"]
+
+
+@pytest.fixture(scope="module")
+def stages() -> dict[str, dict]:
+    from genlab.config import load_params
+
+    text = render(load_params(ROOT / "params.yaml"), ROOT)
+    return {name: st.get("do", st) for name, st in yaml.safe_load(text)["stages"].items()}
+
+
+def test_no_stage_depends_on_a_whole_source_folder(stages) -> None:
+    for name, st in stages.items():
+        code = [d for d in st["deps"] if d.startswith("src/")]
+        assert code and all(d.endswith((".py", ".j2")) and (ROOT / d).is_file() for d in code), name
+
+
+def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> None:
+    """trace.py is the curvature code's: the sharpness analysis and the studies that measure
+    curvature while training (eos_gd, sgd_stability), compute it as a measure (measures_grid,
+    and neural_collapse through the measures package) or solve with curvature operators
+    (influence, mislabel_detection). The intrinsic-dimension analysis, random_labels'
+    training and the studies without curvature do not import it."""
+    reach = {name for name, st in stages.items() if TRACE in st["deps"]}
+    assert {"random_labels_sharpness", "benign_oscillation_sharpness", "eos_gd_sharpness",
+            "sgd_stability_sharpness"} <= reach
+    assert not reach & {"check_params", "random_labels_synthesize", "random_labels_train",
+                        "random_labels_intrinsic_dim", "random_labels_aggregate",
+                        "double_descent_train", "benign_oscillation_train",
+                        "intrinsic_dim_train", "intrinsic_dim_aggregate"}
+
+
+def test_settings_import_no_study_code(stages) -> None:
+    """The gate (and every stage, through params validation) depends on the settings modules
+    only: no experiment, generator, model, training or analysis code."""
+    gate = [d for d in stages["check_params"]["deps"] if d.startswith("src/")]
+    code = [d for d in gate if d.startswith(("src/genlab/data/", "src/genlab/models/",
+                                             "src/genlab/train/", "src/genlab/analyses/",
+                                             "src/genlab/studies/", "src/genlab/report/"))]
+    assert code, "the gate validates the studies' settings"
+    for path in code:
+        assert Path(path).name in ("__init__.py", "settings.py", "binary_settings.py",
+                                   "entry.py", "registry.py"), path
+    assert "src/genlab/analyses/registry.py" in gate  # the analyses' names, not their code
+
+
+@pytest.mark.parametrize("preset", ["params.yaml", "ci", "paper"])
+def test_committed_dvc_yaml_is_current(preset: str) -> None:
+    """dvc.yaml is generated; every preset declares the same studies and analyses, so one file
+    serves all three (the Snakefile rewrites it when a params file switches something off)."""
+    from genlab.config import load_params
+
+    source = ROOT / preset if preset.endswith(".yaml") else CI_PRESET.with_name(f"{preset}.yaml")
+    assert (ROOT / "dvc.yaml").read_text() == render(load_params(source), ROOT), (
+        "dvc.yaml is stale: run `genlab dag --write`")
