@@ -5,12 +5,13 @@ Steps, in this order, each within its share of ``--budget-s`` (default 480 s in 
 as a subprocess that is stopped (its whole process tree) when its share runs out:
 
   facts         torch, CUDA, device, driver (nvidia-smi), CPUs, date, git commit, Python
-  ci_workflow   a copy of the project on workflow/presets/ci.yaml with runtime.device set,
+  ci_workflow   a copy of the project (the files `git ls-files -co --exclude-standard` lists)
+                on the ci preset (genlab.presets.preset_text) with runtime.device set,
                 `python -m snakemake --cores all` (the stages import the copy's src/);
                 wall time, jobs, the device every trained run's model.json records (the
                 step fails if one differs), claims
-  ensemble      benchmarks/train_ensemble.py --quick --device DEVICE (its table, parsed)
-  sharpness     benchmarks/sharpness.py --quick --device DEVICE (its tables, parsed)
+  ensemble      benchmarks/train_ensemble.py --quick --device DEVICE --json (its figures)
+  sharpness     benchmarks/sharpness.py --quick --device DEVICE --json (its figures)
   default_wall  the same as ci_workflow on the repository's own params.yaml (the default preset)
                 with what is left of the budget; running out is recorded, not counted a failure
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import fnmatch
 import json
 import os
 import platform
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CI_PRESET = ROOT / "workflow" / "presets" / "ci.yaml"
 DEFAULT_OUT = ROOT / "reports" / "gpu_check.json"  # reports/ is ignored by git
 STEPS = ("facts", "ci_workflow", "ensemble", "sharpness", "default_wall")
 WORKFLOW_STEPS = {"ci_workflow", "default_wall"}
@@ -158,10 +157,14 @@ try:
             "this script)." % (torch.__version__, torch.version.cuda or "none: a CPU-only build"))
 except Exception as e:
     problems.append("torch: cannot import it (%s: %s)" % (type(e).__name__, e))
-# what the stages and benchmarks import: a missing dependency shows up under its own name
-mods = ["yaml", "genlab", "genlab.cli", "genlab.studies", "genlab.analyses.sharpness",
-        "genlab.analyses.neighbor_screen", "genlab.train.ensemble"]
-for mod in mods + (["snakemake", "snakemake.cli", "dvc", "dvc.repo"] if workflow else []):
+# what the stages, the Snakefile and the benchmarks import: a missing dependency shows up under
+# its own name
+mods = ["yaml", "genlab", "genlab.cli", "genlab.studies", "genlab.analyses.curvature.hessian",
+        "genlab.analyses.dimension.neighbor_screen", "genlab.train.ensemble"]
+if workflow:
+    mods += ["genlab.presets", "genlab.workflow.adapter", "genlab.workflow.sync",
+             "genlab.workflow.generate", "snakemake", "snakemake.cli", "dvc", "dvc.repo"]
+for mod in mods:
     if any(mod.startswith(bad + ".") for bad in failed):
         continue  # its package is already reported
     try:
@@ -209,81 +212,48 @@ def check_prerequisites(device: str, steps: list[str], env: dict[str, str]) -> l
 # --------------------------------------------------------------------------- project copies
 
 
-def _ignore_rules(rel_dir: str, lines: list[str]) -> list[tuple[str, str, bool]]:
-    """(directory the rule is relative to, pattern, only directories) from gitignore lines;
-    negations are not supported (the project has none)."""
-    rules = []
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        dir_only = line.endswith("/")
-        rules.append((rel_dir, line.rstrip("/"), dir_only))
-    return rules
-
-
-def _ignored(rel: str, is_dir: bool, rules: list[tuple[str, str, bool]]) -> bool:
-    for base, pattern, dir_only in rules:
-        if dir_only and not is_dir:
-            continue
-        if base and not rel.startswith(base + "/"):
-            continue
-        sub = rel[len(base) + 1:] if base else rel
-        if "/" in pattern:  # anchored to the .gitignore's folder
-            if fnmatch.fnmatchcase(sub, pattern.lstrip("/")):
-                return True
-        elif fnmatch.fnmatchcase(sub.rsplit("/", 1)[-1], pattern):
-            return True
-    return False
-
-
 def project_files() -> tuple[list[str], str]:
-    """The files a fresh clone would have (tracked and untracked-not-ignored), as
-    tests/tests_support.py's copy_project lists them; where git cannot list them (no .git on
-    this machine, or a repository git refuses), a walk honouring the .gitignore files."""
+    """The files a fresh clone would have (tracked, and untracked but not ignored), as git lists
+    them (tests/tests_support.py's copy_project lists them the same way). Where git cannot use
+    this checkout's repository (no .git here, or one git refuses), git lists them against an empty
+    repository of its own: every file is untracked then, and git's own ignore rules (the
+    .gitignore files, .git/info/exclude, core.excludesFile) decide what is left out."""
+    listing = ["ls-files", "-co", "--exclude-standard", "-z"]
     try:
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                                capture_output=True, check=True, timeout=60).stdout
-        files = [f for f in listed.decode().split("\0") if f and (ROOT / f).is_file()]
-        if files:
-            return files, "git ls-files -co --exclude-standard"
-    except (OSError, subprocess.SubprocessError):
+        return git_files(["git", *listing]), "git ls-files -co --exclude-standard"
+    except (OSError, subprocess.SubprocessError, RuntimeError):
         pass
-    return walked_files(), "walk honouring .gitignore (git could not list the files)"
+    with tempfile.TemporaryDirectory(prefix="genlab-gpu-check-git-") as empty:
+        subprocess.run(["git", "init", "-q", "--bare", empty], check=True, capture_output=True,
+                       timeout=60)
+        exclude = ROOT / ".git" / "info" / "exclude"
+        extra = ["--exclude-from", str(exclude)] if exclude.is_file() else []
+        files = git_files(["git", f"--git-dir={empty}", f"--work-tree={ROOT}", *listing, *extra])
+    return files, "git ls-files -co --exclude-standard against an empty repository"
 
 
-def walked_files() -> list[str]:
-    """The files under ROOT that the .gitignore files (and .git/info/exclude) do not ignore."""
-    rules: list[tuple[str, str, bool]] = [("", ".git", False)]
-    exclude = ROOT / ".git" / "info" / "exclude"
-    if exclude.is_file():
-        rules += _ignore_rules("", exclude.read_text(errors="replace").splitlines())
-    files = []
-    for dirpath, dirnames, filenames in os.walk(ROOT):
-        rel_dir = Path(dirpath).relative_to(ROOT).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir
-        gitignore = Path(dirpath) / ".gitignore"
-        if gitignore.is_file():
-            rules += _ignore_rules(rel_dir, gitignore.read_text(errors="replace").splitlines())
-        prefix = f"{rel_dir}/" if rel_dir else ""
-        dirnames[:] = sorted(d for d in dirnames if not _ignored(prefix + d, True, rules))
-        files += [prefix + f for f in sorted(filenames)
-                  if not _ignored(prefix + f, False, rules) and (Path(dirpath) / f).is_file()]
+def git_files(cmd: list[str]) -> list[str]:
+    """The files ``cmd`` (a git ls-files -z) lists under ROOT that are files here."""
+    listed = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True, timeout=60).stdout
+    files = [f for f in listed.decode().split("\0") if f and (ROOT / f).is_file()]
+    if not files:
+        raise RuntimeError(f"{' '.join(cmd)} listed no file")
     return files
 
 
-def copy_project(dest: Path, params_source: Path, device: str, env: dict[str, str]) -> dict:
-    """The project's files in ``dest``, params.yaml = ``params_source`` with runtime.device set,
-    committed in a new git repository (DVC needs one). Returns what was done, for the record."""
+def copy_project(dest: Path, params: str, device: str, env: dict[str, str]) -> dict:
+    """The project's files in ``dest``, params.yaml = ``params_text(params)`` with runtime.device
+    set, committed in a new git repository (DVC needs one). Returns what was done, for the
+    record."""
     import yaml
 
     files, how = project_files()
     for rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
-    params = yaml.safe_load(params_source.read_text())
-    params.setdefault("runtime", {})["device"] = device
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    params_yaml = yaml.safe_load(params_text(params))
+    params_yaml.setdefault("runtime", {})["device"] = device
+    (dest / "params.yaml").write_text(yaml.safe_dump(params_yaml, sort_keys=False))
     git_env = {**env, "GIT_AUTHOR_NAME": "genlab gpu_check",
                "GIT_AUTHOR_EMAIL": "gpu_check@genlab.invalid",
                "GIT_COMMITTER_NAME": "genlab gpu_check",
@@ -295,9 +265,18 @@ def copy_project(dest: Path, params_source: Path, device: str, env: dict[str, st
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} in the copy exited {proc.returncode}: "
                                f"{proc.stderr.strip()}")
-    return {"files_copied": len(files), "copied_by": how,
-            "params": str(params_source.relative_to(ROOT)), "scale": params.get("scale"),
-            "runtime": params["runtime"]}
+    return {"files_copied": len(files), "copied_by": how, "params": params,
+            "scale": params_yaml.get("scale"), "runtime": params_yaml["runtime"]}
+
+
+def params_text(params: str) -> str:
+    """The full params file: "params.yaml" (the default preset), or the named preset merged
+    onto params.yaml by genlab.presets."""
+    if params == "params.yaml":
+        return (ROOT / "params.yaml").read_text()
+    from genlab.presets import preset_text
+
+    return preset_text(params, ROOT)
 
 
 # --------------------------------------------------------------------------- steps
@@ -390,61 +369,13 @@ def memory_gib() -> float | None:
     return None
 
 
-ENSEMBLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+"
-                          r"([\d.]+)\s+([\d.]+)%\s*$")
-MATMUL_LINE = re.compile(r"^(\d+) thread\(s\): (\d+)\^2 float32 matmul.* ([\d.]+) GFLOP/s")
-
-
-def parse_ensemble(out: str) -> dict:
-    rows, matmul = [], []
-    for line in out.splitlines():
-        if m := ENSEMBLE_ROW.match(line):
-            rows.append({"threads": int(m[1]), "K": int(m[2]), "method": m[3],
-                         "loop_us_per_model_step": float(m[4]),
-                         "vectorised_us_per_model_step": float(m[5]), "speed_up": float(m[6]),
-                         "vectorised_gflops": float(m[7]),
-                         "fraction_of_matmul": round(float(m[8]) / 100, 4)})
-        elif m := MATMUL_LINE.match(line):
-            matmul.append({"threads": int(m[1]), "size": int(m[2]), "gflops": float(m[3])})
-    return {"rows": rows, "matmul": matmul}
-
-
-def parse_sharpness(out: str) -> dict:
-    """Section 1 (HVPs and seconds to 1e-3 of λ_max, per point and method) and section 2 (ms per
-    product) of benchmarks/sharpness.py's output, as printed."""
-    def number(s: str) -> float | str:
-        try:
-            return float(s.rstrip("x"))
-        except ValueError:
-            return s  # '>256', 'n/r', '-': as printed
-
-    lines = out.splitlines()
-    section1, section2 = [], []
-    for i, line in enumerate(lines):
-        if line.startswith("1. HVPs"):
-            for row in lines[i + 3:]:  # the title's second line, then the header
-                if not row.strip():
-                    break
-                values = row[53:].split()
-                keys = ("hvps", "hvps_worst", "seconds", "seconds_worst", "rel_err",
-                        "rel_err_worst")
-                section1.append({"point": row[:10].strip(), "method": row[11:53].strip(),
-                                 **{k: number(v) for k, v in zip(keys, values, strict=False)}})
-        elif line.startswith("call ") and "/ gradient float64" in line:
-            for row in lines[i + 1:]:
-                if not row.strip():
-                    break
-                ms, ratio = row[40:].split()
-                section2.append({"call": row[:40].strip(), "ms": float(ms),
-                                 "per_float64_gradient": float(ratio.rstrip("x"))})
-    ratios = {r["point"]: r["hvps"] for r in section1
-              if r["method"] == "power / Lanczos" and isinstance(r["hvps"], float)}
-    return {"hvps_power_over_lanczos": ratios, "section1": section1, "product_costs": section2}
-
-
-def run_benchmark(script: str, parse, args: argparse.Namespace, timeout: float,
+def run_benchmark(script: str, ok, args: argparse.Namespace, timeout: float,
                   env: dict[str, str], work: Path) -> dict:
-    cmd = [sys.executable, f"benchmarks/{script}", "--device", args.device]
+    """benchmarks/``script`` (--quick unless --full-benchmarks) with ``--json``: its figures are
+    the record's ``results``; ok when it exited 0 and ``ok(results)`` holds."""
+    results_path = work / f"{Path(script).stem}.json"
+    cmd = [sys.executable, f"benchmarks/{script}", "--device", args.device, "--json",
+           str(results_path)]
     if not args.full_benchmarks:
         cmd.append("--quick")
     rc, wall, out = run_timed(cmd, ROOT, env, timeout, work / f"{script}.log")
@@ -452,21 +383,38 @@ def run_benchmark(script: str, parse, args: argparse.Namespace, timeout: float,
     if rc is None:
         return {"status": "timed out", "after_s": round(wall, 1), **record,
                 "output_tail": tail(out)}
-    parsed = parse(out)
-    numbers = [v for row in parsed.get("rows", []) + parsed.get("product_costs", [])
-               for v in row.values() if isinstance(v, float)]
-    ok = rc == 0 and bool(parsed.get("rows") or parsed.get("section1")) and all(
-        v > 0 for v in numbers)
-    record.update(exit_code=rc, parsed=parsed, output=tail(out, 20000))
-    return {"status": "ok" if ok else "failed", **record}
+    record.update(exit_code=rc, output=tail(out, 20000))
+    try:
+        record["results"] = results = json.loads(results_path.read_text())
+        good = rc == 0 and ok(results)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return {"status": "failed", "error": f"its --json: {type(e).__name__}: {e}", **record}
+    return {"status": "ok" if good else "failed", **record}
+
+
+def positive(values) -> bool:
+    """Whether there are values and every one is a number > 0 (None: not measured)."""
+    values = list(values)
+    return bool(values) and all(isinstance(v, int | float) and v > 0 for v in values)
+
+
+def ensemble_ok(r: dict) -> bool:
+    return (positive(v for row in r["rows"] for k, v in row.items() if k != "method")
+            and positive(m["gflop_per_s"] for m in r["matmul"]))
+
+
+def sharpness_ok(r: dict) -> bool:
+    return (positive(r["hvps_power_over_lanczos"].values())
+            and positive(row["hvps_median"] for row in r["to_target"])
+            and positive(c["ms"] for c in r["product_costs"]))
 
 
 def step_ensemble(args, timeout, env, work) -> dict:
-    return run_benchmark("train_ensemble.py", parse_ensemble, args, timeout, env, work)
+    return run_benchmark("train_ensemble.py", ensemble_ok, args, timeout, env, work)
 
 
 def step_sharpness(args, timeout, env, work) -> dict:
-    return run_benchmark("sharpness.py", parse_sharpness, args, timeout, env, work)
+    return run_benchmark("sharpness.py", sharpness_ok, args, timeout, env, work)
 
 
 PROGRESS = re.compile(r"(\d+) of (\d+) steps \((\d+)%\) done")
@@ -528,14 +476,14 @@ def failed_rule_logs(project: Path, out: str) -> dict[str, str]:
     return logs
 
 
-def run_workflow(params_source: Path, args: argparse.Namespace, timeout: float,
+def run_workflow(params: str, args: argparse.Namespace, timeout: float,
                  env: dict[str, str], work: Path, name: str) -> dict:
     deadline = time.monotonic() + timeout
     project = work / f"{name}-project"
     project.mkdir()
     start = time.perf_counter()
     try:
-        record: dict[str, Any] = {"copy": copy_project(project, params_source, args.device, env)}
+        record: dict[str, Any] = {"copy": copy_project(project, params, args.device, env)}
     except Exception as e:  # noqa: BLE001 -- any failure to set up is this step's failure
         return {"status": "failed", "error": f"copying the project: {type(e).__name__}: {e}"}
     record["copy"]["wall_s"] = round(time.perf_counter() - start, 2)
@@ -570,11 +518,11 @@ def run_workflow(params_source: Path, args: argparse.Namespace, timeout: float,
 
 
 def step_ci_workflow(args, timeout, env, work) -> dict:
-    return run_workflow(CI_PRESET, args, timeout, env, work, "ci")
+    return run_workflow("ci", args, timeout, env, work, "ci")
 
 
 def step_default_wall(args, timeout, env, work) -> dict:
-    return run_workflow(ROOT / "params.yaml", args, timeout, env, work, "default")
+    return run_workflow("params.yaml", args, timeout, env, work, "default")
 
 
 STEP_FUNCTIONS = {"facts": step_facts, "ci_workflow": step_ci_workflow,
@@ -620,12 +568,13 @@ def summary_line(name: str, step: dict) -> str:
                 f"{n} on {d}" for d, n in runs["by_device"].items())
         if "claims" in step:
             text += f", claims {step['claims']['reproduced']}/{step['claims']['total']} reproduced"
-    elif name == "ensemble" and "parsed" in step:
+    elif name == "ensemble" and "results" in step:
         text += "  speed-up (loop / vectorised): " + ", ".join(
-            f"K={r['K']} {r['method']} {r['speed_up']:.1f}x" for r in step["parsed"]["rows"])
-    elif name == "sharpness" and "parsed" in step:
+            f"K={r['K']} {r['method']} {r['speed_up']:.1f}x" for r in step["results"]["rows"])
+    elif name == "sharpness" and "results" in step:
         text += "  HVPs power / Lanczos: " + ", ".join(
-            f"{p} {r:.1f}x" for p, r in step["parsed"]["hvps_power_over_lanczos"].items())
+            f"{p} {'-' if r is None else format(r, '.1f') + 'x'}"
+            for p, r in step["results"]["hvps_power_over_lanczos"].items())
     if "problems" in step:
         text += "  PROBLEMS: " + "; ".join(step["problems"])
     elif status == "failed" and "error" in step:

@@ -2,11 +2,12 @@
 # Checks a GPU machine in one short run (at most 8 minutes: --budget-s 480), offline, with
 # nothing to install beyond a CUDA build of torch, genlab (pip install -e .), Snakemake and DVC:
 #   1. facts         torch, CUDA, GPU, driver (nvidia-smi), CPUs, date, git commit
-#   2. ci_workflow   the `ci` preset's whole pipeline (snakemake) on a copy of the project with
+#   2. ci_workflow   the `ci` preset's whole pipeline (snakemake) on a copy of the project (the
+#                    files git lists: tracked, and untracked but not ignored) with
 #                    runtime.device: cuda; wall time, jobs, and that every trained run's
 #                    model.json says it trained on CUDA; claims reproduced
-#   3. ensemble      benchmarks/train_ensemble.py --quick on the GPU
-#   4. sharpness     benchmarks/sharpness.py --quick on the GPU
+#   3. ensemble      benchmarks/train_ensemble.py --quick on the GPU (its --json figures)
+#   4. sharpness     benchmarks/sharpness.py --quick on the GPU (its --json figures)
 #   5. default_wall  the default preset's pipeline (params.yaml) on the GPU, with what is left
 #                    of the budget (running out is recorded, not a failure)
 # The numbers go to one JSON file, reports/gpu_check.json (--out PATH to change), rewritten

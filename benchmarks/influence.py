@@ -25,6 +25,16 @@ before the method ran: the growth the method itself caused.
 
     .venv/bin/python benchmarks/influence.py            # about 3 minutes on 2 cores
     .venv/bin/python benchmarks/influence.py --quick    # a smoke run, under a minute
+    .venv/bin/python benchmarks/influence.py --quick --sizes 300 --lissa-depth 100 --json x.json
+
+``--sizes`` sets section 2's training-set sizes (default 300 3000 30000; 300 3000 with
+``--quick``), ``--lissa-depth`` LiSSA's recursion depth (default: the library's; a smaller one
+only shortens a smoke run). ``--json PATH`` writes the figures printed, unrounded (peak memory
+in MiB, as the tables' "MB" are): {"benchmark", "quick", "settings", "parameters", "lambda",
+"train_s", "train_grad_max", "loo_points", "loo_s", "n_train", "n_test", "methods" (section 1):
+{method: {"s", "over_exact", "peak_mib", "loo_pearson", "loo_spearman", "cos_vs_exact"}},
+"memory_vs_n_train" (section 2): [{"n_train", "gradient_matrix_mib", "score_matrix_mib",
+"peak_mib": {method: MiB}, "s": {method: seconds}}]}.
 """
 
 from __future__ import annotations
@@ -37,16 +47,23 @@ from typing import Any
 
 import numpy as np
 import torch
+from results_json import add_json_argument, write_json
 
-from genlab.analyses.influence import exact_influence, loss_function, per_example_gradients
-from genlab.analyses.influence import inverse_hvp as _inverse_hvp
-from genlab.analyses.influence_ground_truth import compare_with_loo, leave_one_out
-from genlab.analyses.influence_kfac import kronfluence_influence
+from genlab.analyses.influence.exact import exact_influence, loss_function, per_example_gradients
+from genlab.analyses.influence.exact import inverse_hvp as _inverse_hvp
+from genlab.analyses.influence.ground_truth import compare_with_loo, leave_one_out
+from genlab.analyses.influence.kfac import kronfluence_influence
 from genlab.data.logistic_teacher import LogisticTeacherSettings, logistic_teacher
 from genlab.models.registry import build_seeded_model
 from genlab.seeding import torch_generator
 from genlab.settings import MLPSettings
-from genlab.train.full_batch import NewtonSystem, Objective, fit, flat_parameters, load_flat
+from genlab.train.full_batch import (
+    NewtonSystem,
+    RegularisedObjective,
+    fit,
+    flat_parameters,
+    load_flat,
+)
 
 D = torch.float64
 LAMBDA = 1e-2
@@ -97,7 +114,7 @@ def tensors(settings: LogisticTeacherSettings) -> tuple[torch.Tensor, ...]:
 def trained_model(X: torch.Tensor, y: torch.Tensor) -> tuple[torch.nn.Module, Any]:
     model = build_seeded_model("mlp", MLPSettings(hidden=(32,), activation="tanh"), X.shape[1],
                                1, 0).to(D).eval()
-    result = fit(Objective(model, BCE, X, y, LAMBDA), flat_parameters(model))
+    result = fit(RegularisedObjective(model, BCE, X, y, LAMBDA), flat_parameters(model))
     if not result.converged:
         raise RuntimeError(f"the model did not converge (max|∇| = {result.grad_max:.2e})")
     return load_flat(model, result.theta), result
@@ -111,11 +128,11 @@ def warm_loo(model: torch.nn.Module, theta: torch.Tensor, X: torch.Tensor, y: to
 
     from torch.nn import functional as F
 
-    system = NewtonSystem(Objective(model, BCE, X, y, LAMBDA).hessian(theta))
+    system = NewtonSystem(RegularisedObjective(model, BCE, X, y, LAMBDA).hessian(theta))
     probe = copy.deepcopy(model)
 
     def train_fn(mask: torch.Tensor, warm: bool) -> torch.Tensor:
-        result = fit(Objective(model, BCE, X, y, LAMBDA, mask), theta, hessian=system,
+        result = fit(RegularisedObjective(model, BCE, X, y, LAMBDA, mask), theta, hessian=system,
                      max_lbfgs=1000)
         load_flat(probe, result.theta)
         with torch.no_grad():
@@ -153,23 +170,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, a smoke run")
     parser.add_argument("--chunk", type=int, default=256, help="examples per gradient chunk")
+    parser.add_argument("--sizes", type=int, nargs="+",
+                        help="section 2's n_train values (default 300 3000 30000; with --quick "
+                        "300 3000)")
+    parser.add_argument("--lissa-depth", type=int,
+                        help="LiSSA's depth (default: the library's, ⌈(s/λ) ln 10³⌉)")
+    add_json_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     loo_points = 20 if args.quick else 60
-    sizes = (300, 3000) if args.quick else (300, 3000, 30_000)
+    sizes = args.sizes or ((300, 3000) if args.quick else (300, 3000, 30_000))
 
     base = LogisticTeacherSettings(input_dim=10, anisotropy=0.5, signal=3.0, bias=0.3,
                                    n_train=300, n_test=50, seed=0)
     X, y, X_test, y_test = tensors(base)
     start = time.perf_counter()
     model, trained = trained_model(X, y)
-    print(f"model: MLP 10-32-1 tanh, P = {sum(p.numel() for p in model.parameters())}, "
+    train_s = time.perf_counter() - start
+    P = sum(p.numel() for p in model.parameters())
+    print(f"model: MLP 10-32-1 tanh, P = {P}, "
           f"λ = {LAMBDA}, trained to max|∇| = {trained.grad_max:.1e} in "
-          f"{time.perf_counter() - start:.1f} s; chunk = {args.chunk}, 1 thread")
+          f"{train_s:.1f} s; chunk = {args.chunk}, 1 thread")
     start = time.perf_counter()
     loo = warm_loo(model, flat_parameters(model), X, y, X_test, y_test, loo_points)
+    loo_s = time.perf_counter() - start
     print(f"ground truth: warm-started leave-one-out of {loo_points} points × 50 test points "
-          f"in {time.perf_counter() - start:.1f} s\n")
+          f"in {loo_s:.1f} s\n")
+    record: dict[str, Any] = {
+        "benchmark": "influence", "quick": args.quick,
+        "settings": {"chunk": args.chunk, "sizes": list(sizes), "lissa_depth": args.lissa_depth,
+                     "threads": 1},
+        "parameters": P, "lambda": LAMBDA, "train_s": train_s,
+        "train_grad_max": float(trained.grad_max), "loo_points": loo_points, "loo_s": loo_s,
+        "n_train": len(X), "n_test": len(X_test), "methods": {}, "memory_vs_n_train": []}
 
     # every code path once in this process, so that no child pays (and measures) one-time
     # initialisation: imports, kernels, caches
@@ -181,7 +214,7 @@ def main() -> None:
     print(f"{'method':24s} {'seconds':>8s} {'× exact':>8s} {'peak MB':>8s} "
           f"{'LOO Pearson':>12s} {'LOO Spearman':>13s} {'cos vs exact':>13s}")
     results = {name: measure(job) for name, job in
-               methods(model, X, y, X_test, y_test, args.chunk).items()}
+               methods(model, X, y, X_test, y_test, args.chunk, args.lissa_depth).items()}
     exact_seconds, exact_scores = results["exact"][0], results["exact"][2]
     for name, (seconds, peak, scores) in results.items():
         agreement = compare_with_loo(torch.from_numpy(scores), loo, len(X))
@@ -189,8 +222,11 @@ def main() -> None:
                        / (np.linalg.norm(scores) * np.linalg.norm(exact_scores)))
         print(f"{name:24s} {seconds:8.2f} {seconds / exact_seconds:8.2f} {peak / 2**20:8.1f} "
               f"{agreement.pearson:12.3f} {agreement.spearman:13.3f} {cosine:13.6f}")
+        record["methods"][name] = {
+            "s": seconds, "over_exact": seconds / exact_seconds, "peak_mib": peak / 2**20,
+            "loo_pearson": float(agreement.pearson), "loo_spearman": float(agreement.spearman),
+            "cos_vs_exact": cosine}
 
-    P = sum(p.numel() for p in model.parameters())
     print(f"\n2. peak memory (MB) against n_train, n_test = {len(X_test)} "
           f"(an (n_train, P) float64 matrix: n_train·P·8 bytes; the score matrix "
           f"n_test·n_train·8)")
@@ -199,7 +235,7 @@ def main() -> None:
           + " ".join(f"{name[:14]:>14s}" for name in names))
     for n in sizes:
         Xn, yn, _, _ = tensors(base.model_copy(update={"n_train": n, "seed": 1}))
-        jobs = methods(model, Xn, yn, X_test, y_test, args.chunk)
+        jobs = methods(model, Xn, yn, X_test, y_test, args.chunk, args.lissa_depth)
         peaks, times = [], []
         for name in names:
             seconds, peak, _ = measure(jobs[name])
@@ -208,6 +244,12 @@ def main() -> None:
         print(f"{n:8d} {n * P * 8 / 2**20:8.1f} {n * len(X_test) * 8 / 2**20:8.1f} "
               + " ".join(f"{p:14.1f}" for p in peaks))
         print(f"{'':8s} {'':8s} {'seconds':>8s} " + " ".join(f"{t:14.2f}" for t in times))
+        record["memory_vs_n_train"].append({
+            "n_train": n, "gradient_matrix_mib": n * P * 8 / 2**20,
+            "score_matrix_mib": n * len(X_test) * 8 / 2**20,
+            "peak_mib": dict(zip(names, peaks, strict=True)),
+            "s": dict(zip(names, times, strict=True))})
+    write_json(args.json, record)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Benchmark: our TwoNN and MLE (genlab.analyses.intrinsic_dim) against scikit-dimension 0.5.0.
+"""Benchmark: our TwoNN and MLE (genlab.analyses.dimension.estimators) against scikit-dimension
+0.5.0.
 
 Points: a 10-dimensional Gaussian latent tanh-embedded in R^64 (genlab.data.manifolds, seed 0),
 n = 2k, 20k, 100k. For each n and each estimator, ours and skdim's, each in a fresh process:
@@ -19,7 +20,7 @@ sklearn's working_memory (1 GiB). Its MLE uses sklearn's brute-force k-NN. Ours 
 data less their mean in float32 tiles of 1024 x 1024 squared distances, each serving its rows'
 and its columns' search (the tiles on and above the diagonal only), merging the entries below
 per-row thresholds in compiled passes (numba), then re-ranks the candidates exactly in float64
-(see ``genlab.analyses.intrinsic_dim.nearest_neighbors``). A skdim measurement that runs past
+(see ``genlab.analyses.dimension.neighbors.nearest_neighbors``). A skdim measurement that runs past
 ``--timeout`` seconds (300) is stopped and reported as such (skdim's TwoNN at n = 100k: its
 time is then extrapolated from n = 20k as n^2 log n, and marked with *); ours are bounded at
 ``--timeout-ours`` (1200).
@@ -30,6 +31,13 @@ BLAS/OpenMP in numpy, sklearn and numba's layer) in float64.
     .venv/bin/python benchmarks/intrinsic_dim.py             # ~20 min on 2 cores (n = 100k)
     .venv/bin/python benchmarks/intrinsic_dim.py --quick     # n = 2k, 5k: ~45 s smoke run
     .venv/bin/python benchmarks/intrinsic_dim.py --estimators mle --sizes 20000
+    .venv/bin/python benchmarks/intrinsic_dim.py --quick --sizes 2000 --json intrinsic_dim.json
+
+``--sizes`` given with ``--quick`` wins over its 2k, 5k. ``--json PATH`` writes the figures
+printed, unrounded: {"benchmark", "quick", "settings", "rows": [{"estimator", "n", "ours",
+"skdim" (each {"value", "s", "peak_mib", "peak_exact"}, or {"timed_out": true} or {"error"}),
+"abs_diff", "skdim_s" (extrapolated when skdim was stopped), "skdim_s_extrapolated", "speed_up"
+(skdim s / ours s)}]}; null where the table prints "-".
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from results_json import add_json_argument, write_json
 
 LATENT_DIM, AMBIENT_DIM, MLE_K = 10, 64, 20
 
@@ -80,7 +90,7 @@ def child(side: str, estimator: str, n: int, repeats: int, threads: int) -> dict
 
     torch.set_num_threads(threads)
     if side == "ours":
-        from genlab.analyses.intrinsic_dim import MLE, TwoNN
+        from genlab.analyses.dimension.estimators import MLE, TwoNN
 
         def fit(X):
             model = TwoNN() if estimator == "twonn" else MLE(k=MLE_K)
@@ -103,7 +113,7 @@ def child(side: str, estimator: str, n: int, repeats: int, threads: int) -> dict
         value = fit(X)
         times.append(time.perf_counter() - start)
     peak = _status_kb("VmHWM") if exact_peak else _status_kb("VmPeak")
-    return {"value": float(value), "seconds": statistics.median(times),
+    return {"value": float(value), "s": statistics.median(times),
             "peak_mib": max(0, peak - rss_before) / 1024, "peak_exact": exact_peak}
 
 
@@ -125,7 +135,8 @@ def measure(side: str, estimator: str, n: int, repeats: int, threads: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="+",
+                        help="n values (default 2000 20000 100000; with --quick 2000 5000)")
     parser.add_argument("--repeats", type=int, default=3, help="timed fits at n <= 20k (1 above)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0,
@@ -136,13 +147,20 @@ def main() -> None:
                         default=["twonn", "mle"])
     parser.add_argument("--quick", action="store_true", help="smoke run: n = 2k, 5k")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.child:
         side, estimator, n, repeats, threads = args.child
         print(json.dumps(child(side, estimator, int(n), int(repeats), int(threads))))
         return
     if args.quick:
-        args.sizes, args.repeats = [2000, 5000], 1
+        args.sizes, args.repeats = args.sizes or [2000, 5000], 1
+    args.sizes = args.sizes or [2000, 20000, 100000]
+    record = {"benchmark": "intrinsic_dim", "quick": args.quick, "settings": {
+        "sizes": args.sizes, "repeats": args.repeats, "threads": args.threads,
+        "estimators": args.estimators, "mle_k": MLE_K, "latent_dim": LATENT_DIM,
+        "ambient_dim": AMBIENT_DIM, "skdim_timeout_s": args.timeout,
+        "ours_timeout_s": args.timeout_ours}, "rows": []}
 
     print(f"{LATENT_DIM}-D Gaussian latent, tanh-embedded in R^{AMBIENT_DIM}; float64; "
           f"{args.threads} thread(s); MLE k = {MLE_K}; time = median of {args.repeats} fits "
@@ -158,13 +176,13 @@ def main() -> None:
             skdim = measure("skdim", estimator, n, repeats, args.threads, args.timeout)
             results[(estimator, n)] = {"ours": ours, "skdim": skdim}
             note = ""
-            skdim_seconds = skdim.get("seconds")
+            skdim_seconds = skdim.get("s")
             if skdim.get("timed_out"):
-                smaller = [m for m in args.sizes if m < n and "seconds" in
+                smaller = [m for m in args.sizes if m < n and "s" in
                            results.get((estimator, m), {}).get("skdim", {})]
                 if smaller:
                     m = max(smaller)
-                    base = results[(estimator, m)]["skdim"]["seconds"]
+                    base = results[(estimator, m)]["skdim"]["s"]
                     skdim_seconds = base * (n / m) ** 2 * math.log(n) / math.log(m)
                     note = (f"  skdim stopped at {args.timeout:.0f} s; its time extrapolated "
                             f"from n = {m} as n^2 log n")
@@ -180,13 +198,13 @@ def main() -> None:
 
             diff = (abs(ours["value"] - skdim["value"])
                     if "value" in ours and "value" in skdim else None)
-            speed = (skdim_seconds / ours["seconds"]
-                     if skdim_seconds is not None and "seconds" in ours else None)
+            speed = (skdim_seconds / ours["s"]
+                     if skdim_seconds is not None and "s" in ours else None)
             print(f"{estimator:>9} {n:>7} {cell(ours, 'value', '9.5f')} "
                   f"{cell(skdim, 'value', '9.5f')} "
                   f"{'-' if diff is None else format(diff, '9.1e'):>9} "
-                  f"{cell(ours, 'seconds', '8.2f')} "
-                  f"{format(skdim_seconds, '8.1f') + ('*' if note else '') if skdim_seconds else cell(skdim, 'seconds', '8.2f'):>8} "  # noqa: E501
+                  f"{cell(ours, 's', '8.2f')} "
+                  f"{format(skdim_seconds, '8.1f') + ('*' if note else '') if skdim_seconds else cell(skdim, 's', '8.2f'):>8} "  # noqa: E501
                   f"{'-' if speed is None else format(speed, '7.1f') + 'x':>8} "
                   f"{cell(ours, 'peak_mib', '8.0f')} {cell(skdim, 'peak_mib', '9.0f')}{note}",
                   flush=True)
@@ -194,6 +212,12 @@ def main() -> None:
                 print(f"          errors: ours {ours.get('error')}, skdim {skdim.get('error')}")
             if diff is not None and diff > 1e-6:
                 print(f"          ANSWERS DIFFER by {diff:.2e} (> 1e-6)")
+            record["rows"].append({"estimator": estimator, "n": n, "ours": ours, "skdim": skdim,
+                                   "abs_diff": diff, "skdim_s": skdim_seconds,
+                                   "skdim_s_extrapolated": bool(skdim.get("timed_out")
+                                                                and skdim_seconds),
+                                   "speed_up": speed})
+    write_json(args.json, record)
 
 
 if __name__ == "__main__":

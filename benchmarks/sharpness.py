@@ -4,7 +4,7 @@ On the eos_gd study's model (a 20-100-100-10 tanh MLP, MSE to one-hot labels of 
 tanh teacher, n = 500), trained briefly by full-batch GD, and on its untrained copy, in one run:
 
 1. Products with the Hessian (HVPs) and wall time until the estimate of λ_max is within 1e-3
-   relative error, for our Lanczos (:func:`genlab.analyses.lanczos.lanczos`, as
+   relative error, for our Lanczos (:func:`genlab.analyses.curvature.lanczos.lanczos`, as
    ``hessian_top_eigenvalues`` runs it) and for power iteration (PyHessian's method: v ← Hv/‖Hv‖,
    λ = vᵀHv), from the same random starts (median and worst), through one and the same operator
    (``curvature_operator``), so that the algorithms are compared, not the operators. A method's
@@ -28,6 +28,18 @@ CPU and moved, so they are the same vectors) and every clock read follows
     .venv/bin/python benchmarks/sharpness.py            # about a minute on 2 cores
     .venv/bin/python benchmarks/sharpness.py --quick    # a smoke run, about 15 s
     python3 benchmarks/sharpness.py --device cuda       # the same on the GPU
+    .venv/bin/python benchmarks/sharpness.py --quick --json sharpness.json   # and the figures
+
+``--json PATH`` writes the figures printed, unrounded (null: not reached within the cap, or
+undefined): {"benchmark", "device", "quick", "settings", "parameters", "train_s", "points": {point:
+{"train_loss", "train_accuracy"}}, "reference": {point: {"lambda_max", "lambda_2", "theta_min",
+"lambda_2_over_lambda_1", "steps", "residual", "other_start_rel_diff", "dense_rel_diff"}},
+"traced_vs_hessian_top_eigenvalues_max_rel_diff", "to_target" (section 1): [{"point", "method",
+"hvps_median", "hvps_worst", "median_s", "worst_s", "rel_err_median", "rel_err_worst"}],
+"power_over_lanczos": {point: {"hvps_median", "hvps_worst", "s_median", "s_worst"}} (ratios),
+"hvps_power_over_lanczos": {point: the median HVPs' ratio}, "product_costs" (section 2): [{"call",
+"ms", "per_float64_gradient"}], "hvp_rel_mismatch", "tracking" (section 3): {point:
+{"overlap_abs_cos", "rows": [{"method", "start": "warm" | "cold", ...as to_target}]}}}.
 """
 
 from __future__ import annotations
@@ -41,18 +53,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from results_json import add_json_argument, write_json
 from torch import Tensor, nn
 
-from genlab.analyses.lanczos import lanczos, ritz_pairs
-from genlab.analyses.sharpness import (
+from genlab.analyses.curvature.hessian import (
     curvature_model,
     curvature_operator,
     hessian_top_eigenvalues,
 )
+from genlab.analyses.curvature.lanczos import lanczos, ritz_pairs
 from genlab.data.teacher_student import TeacherStudentSettings, teacher_student
+from genlab.losses import loss_value
 from genlab.models.registry import build_seeded_model
 from genlab.settings import MLPSettings, TrainSettings
-from genlab.train.loop import evaluate, loss_value, train_classifier
+from genlab.train.loop import evaluate, train_classifier
 
 DTYPE = torch.float64
 DEVICE = torch.device("cpu")  # set by main() from --device
@@ -350,7 +364,8 @@ def ratio(num: float, den: float) -> str:
     return f"{num / den:.1f}x"
 
 
-def print_row(point: str, method: str, outcomes: Sequence[Outcome], cap: int) -> None:
+def print_row(point: str, method: str, outcomes: Sequence[Outcome], cap: int) -> dict:
+    """Print one row of a table; return its figures (inf, nan: not reached, undefined)."""
     hvps = median_worst([o.hvps for o in outcomes])
     secs_ = median_worst([o.seconds for o in outcomes])
     errs = [o.rel_err for o in outcomes if not math.isnan(o.rel_err)]
@@ -358,14 +373,26 @@ def print_row(point: str, method: str, outcomes: Sequence[Outcome], cap: int) ->
     print(f"{point:<10} {method:<42} {count(hvps[0], cap):>6} {count(hvps[1], cap):>6} "
           f"{secs(secs_[0]):>7} {secs(secs_[1]):>7} {err(errs_[0]):>8} {err(errs_[1]):>8}",
           flush=True)
+    return {"point": point, "method": method, "hvps_median": hvps[0], "hvps_worst": hvps[1],
+            "median_s": secs_[0], "worst_s": secs_[1], "rel_err_median": errs_[0],
+            "rel_err_worst": errs_[1]}
 
 
-def print_ratio(point: str, power: Sequence[Outcome], lanczos_: Sequence[Outcome]) -> None:
+def ratio_value(num: float, den: float) -> float:
+    """The ratio ``ratio`` prints, as a number (nan where it prints n/r)."""
+    if math.isinf(num):
+        return math.nan if math.isinf(den) else math.inf
+    return num / den
+
+
+def print_ratio(point: str, power: Sequence[Outcome], lanczos_: Sequence[Outcome]) -> dict:
     hp, hl = median_worst([o.hvps for o in power]), median_worst([o.hvps for o in lanczos_])
     sp, sl = median_worst([o.seconds for o in power]), median_worst([o.seconds for o in lanczos_])
     print(f"{point:<10} {'  power / Lanczos':<42} {ratio(hp[0], hl[0]):>6} "
           f"{ratio(hp[1], hl[1]):>6} {ratio(sp[0], sl[0]):>7} {ratio(sp[1], sl[1]):>7}",
           flush=True)
+    return {"hvps_median": ratio_value(hp[0], hl[0]), "hvps_worst": ratio_value(hp[1], hl[1]),
+            "s_median": ratio_value(sp[0], sl[0]), "s_worst": ratio_value(sp[1], sl[1])}
 
 
 HEADER = (f"{'point':<10} {'method':<42} {'HVPs':>6} {'worst':>6} {'s':>7} {'worst':>7} "
@@ -406,6 +433,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 100 points, 50 training steps, 1 start, small caps, "
                         "no cross-check from another start")
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.n, args.train_steps, args.starts = 100, 50, 1
@@ -442,14 +470,19 @@ def main() -> None:
                           dtype=DTYPE).to(device) for i in range(args.starts)]
 
     widths = "-".join(map(str, [args.dim, *args.hidden, args.classes]))
+    where = "cpu" if device.type == "cpu" else f"cuda ({torch.cuda.get_device_name(device)})"
     print(f"MLP {widths} (tanh), P = {dim} parameters; teacher-student data "
           f"(teacher {args.dim}-{'-'.join(map(str, args.teacher_hidden))}-{args.classes}), "
           f"{args.n} train points; loss ½‖f − onehot(y)‖², Hessian of the mean over all {args.n} "
-          f"points in float64; {torch.get_num_threads()} torch thread(s); device "
-          + ("cpu" if device.type == "cpu" else f"cuda ({torch.cuda.get_device_name(device)})"))
+          f"points in float64; {torch.get_num_threads()} torch thread(s); device " + where)
+    record: dict = {"benchmark": "sharpness", "device": where, "quick": args.quick,
+                    "settings": {k: v for k, v in vars(args).items() if k != "json"},
+                    "torch_threads": torch.get_num_threads(), "parameters": dim,
+                    "train_s": train_seconds, "points": {}}
     for label, model in {"untrained": untrained, "trained": trained, **laters}.items():
         loss, acc = evaluate(model, X, y, "mse")
         print(f"  {label:<9}: train loss {loss:.4f}, train accuracy {acc:.3f}")
+        record["points"][label] = {"train_loss": loss, "train_accuracy": acc}
     print(f"  trained = untrained + {args.train_steps} full-batch GD steps at η = {args.lr} "
           f"(2/η = {2 / args.lr:g}; {train_seconds:.1f} s); +k steps = trained + k more",
           flush=True)
@@ -481,10 +514,18 @@ def main() -> None:
         print(f"{point.name:<10} {r.value:>10.6f} {r.second:>10.6f} {r.bottom:>10.6f} "
               f"{r.second / r.value:>8.4f} {r.steps:>6} {r.residual:>9.1e} "
               f"{other:>11} {dense:>9}")
+        record.setdefault("reference", {})[point.name] = {
+            "lambda_max": r.value, "lambda_2": r.second, "theta_min": r.bottom,
+            "lambda_2_over_lambda_1": r.second / r.value, "steps": r.steps,
+            "residual": r.residual,
+            "other_start_rel_diff": (None if r.other_start is None
+                                     else abs(r.other_start / r.value - 1)),
+            "dense_rel_diff": None if r.dense is None else abs(r.dense / r.value - 1)}
     print("  (other start, dense: relative difference from the reference λ_max)")
     worst = max(point.consistency for point in [*points, *later_points])
     print(f"Our traced Lanczos vs hessian_top_eigenvalues(max_iter=m, tol=0) from the same start: "
           f"estimates differ by at most {worst:.1e} relatively")
+    record["traced_vs_hessian_top_eigenvalues_max_rel_diff"] = worst
 
     print(f"\n1. HVPs and seconds until |λ̂ − λ_max| ≤ {args.rel_err:g}·λ_max; median and worst of "
           f"{args.starts} random starts (Gaussian, the same for every method); caps: Lanczos "
@@ -494,14 +535,18 @@ def main() -> None:
           f"{args.rel_err:g}) (its num_matvecs, including 1 for the residual) and PyHessian's "
           f"(|Δλ| < {args.rel_err:g}·|λ|)")
     print(HEADER)
+    to_target: list[dict] = []
+    over: dict[str, dict] = {}
+    record.update(to_target=to_target, power_over_lanczos=over)
     for point in [*points, *later_points]:
-        print_row(point.name, "Lanczos", point.lanczos, args.lanczos_cap)
-        print_row(point.name, "power iteration", point.power, args.power_cap)
-        print_ratio(point.name, point.power, point.lanczos)
-        print_row(point.name, f"hessian_top_eigenvalues(tol={args.rel_err:g})",
-                  point.practical_lanczos, args.lanczos_cap)
-        print_row(point.name, "power iteration, PyHessian's stop", point.practical_power,
-                  args.power_cap)
+        to_target.append(print_row(point.name, "Lanczos", point.lanczos, args.lanczos_cap))
+        to_target.append(print_row(point.name, "power iteration", point.power, args.power_cap))
+        over[point.name] = print_ratio(point.name, point.power, point.lanczos)
+        to_target.append(print_row(point.name, f"hessian_top_eigenvalues(tol={args.rel_err:g})",
+                                   point.practical_lanczos, args.lanczos_cap))
+        to_target.append(print_row(point.name, "power iteration, PyHessian's stop",
+                                   point.practical_power, args.power_cap))
+    record["hvps_power_over_lanczos"] = {name: r["hvps_median"] for name, r in over.items()}
 
     costs, mismatch = product_costs(trained, X, y, args.repeats, args.inner)
     base = costs["gradient, float64"]
@@ -511,21 +556,29 @@ def main() -> None:
     print(f"{'call':<40} {'ms':>8} {'/ gradient float64':>18}")
     for label, t in costs.items():
         print(f"{label:<40} {t * 1e3:>8.2f} {t / base:>17.2f}x")
+    record["product_costs"] = [{"call": label, "ms": t * 1e3, "per_float64_gradient": t / base}
+                               for label, t in costs.items()]
+    record["hvp_rel_mismatch"] = mismatch
 
     print("\n3. Tracking during training: k GD steps after 'trained', starting from trained's top "
           "eigenvector (|cos|: its overlap with the new one) vs from the random starts above; "
           f"HVPs until within {args.rel_err:g}")
     print(HEADER)
+    record["tracking"] = {}
     for point in later_points:
         overlap = abs(float(points[1].ref.vector @ point.ref.vector))
         print(f"{point.name:<10} |cos| = {overlap:.4f}")
+        rows = []
         for key, method, outcomes, cap in (
                 ("Lanczos", "Lanczos", point.lanczos, args.lanczos_cap),
                 ("power", "power iteration", point.power, args.power_cap),
                 ("hessian_top_eigenvalues", f"hessian_top_eigenvalues(tol={args.rel_err:g})",
                  point.practical_lanczos, args.lanczos_cap)):
-            print_row(point.name, f"{method}, warm", [point.warm[key]], cap)
-            print_row(point.name, f"{method}, cold", outcomes, cap)
+            for start, used in (("warm", [point.warm[key]]), ("cold", outcomes)):
+                row = print_row(point.name, f"{method}, {start}", used, cap)
+                rows.append({**row, "method": method, "start": start})
+        record["tracking"][point.name] = {"overlap_abs_cos": overlap, "rows": rows}
+    write_json(args.json, record)
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,12 @@ matmul is a larger one on the GPU; ``--threads`` still sets the CPU side's torch
     .venv/bin/python benchmarks/train_ensemble.py            # K = 1, 8, 32, 128; 1 and 2 threads
     .venv/bin/python benchmarks/train_ensemble.py --quick    # a seconds-long smoke run
     python3 benchmarks/train_ensemble.py --device cuda       # the same on the GPU
+    .venv/bin/python benchmarks/train_ensemble.py --quick --json ensemble.json   # and the figures
+
+``--json PATH`` writes the figures printed, unrounded: {"benchmark", "device", "quick",
+"settings", "mflop_per_model_step", "matmul": [{"threads", "size", "gflop_per_s"}], "rows":
+[{"threads", "K", "method", "loop_us_per_model_step", "vectorised_us_per_model_step",
+"speed_up" (loop / vectorised), "vectorised_gflop_per_s", "fraction_of_matmul"}]}.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from results_json import add_json_argument, write_json
 from torch import nn
 
 from genlab.data.gaussian_mixture import gaussian_mixture
@@ -87,6 +94,7 @@ def main() -> None:
                         help="where the models and data live (default cpu)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: K = 1, 4; 10 steps; one repeat; 1 thread")
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device")
@@ -153,12 +161,20 @@ def main() -> None:
           f"timed on min(K, {args.loop_models}) models; "
           f"{flops_per_model / args.steps / 1e6:.2f} MFLOP per model-step (training ~3x "
           "forward, plus evaluations)")
+    record = {"benchmark": "train_ensemble", "device": where, "quick": args.quick,
+              "settings": {k: getattr(args, k) for k in (
+                  "ks", "threads", "methods", "steps", "eval_every", "batch_size", "hidden", "dim",
+                  "classes", "n", "repeats", "loop_models", "matmul_size")},
+              "mflop_per_model_step": flops_per_model / args.steps / 1e6, "matmul": [],
+              "rows": []}
     for threads in args.threads:
         torch.set_num_threads(threads)
         peak = matmul_flops(args.matmul_size, args.repeats, device)
         on = "" if device.type == "cpu" else " on the GPU"
         print(f"\n{threads} thread(s): {args.matmul_size}^2 float32 matmul{on} "
               f"{peak / 1e9:.1f} GFLOP/s; times in microseconds per model-step")
+        record["matmul"].append({"threads": threads, "size": args.matmul_size,
+                                 "gflop_per_s": peak / 1e9})
         print(f"{'threads':>7} {'K':>4} {'method':>6} {'loop us':>9} {'vec us':>9} "
               f"{'speed-up':>8} {'vec GFLOP/s':>11} {'of matmul':>9}", flush=True)
         warm_models, warm_settings = make(2, args.eval_every)
@@ -181,6 +197,13 @@ def main() -> None:
                 print(f"{threads:>7} {k_models:>4} {method:>6} {loop_s / args.steps * 1e6:>9.1f} "
                       f"{vec_s / args.steps * 1e6:>9.1f} {loop_s / vec_s:>7.1f}x "
                       f"{achieved / 1e9:>11.2f} {achieved / peak:>9.1%}", flush=True)
+                record["rows"].append({
+                    "threads": threads, "K": k_models, "method": method,
+                    "loop_us_per_model_step": loop_s / args.steps * 1e6,
+                    "vectorised_us_per_model_step": vec_s / args.steps * 1e6,
+                    "speed_up": loop_s / vec_s, "vectorised_gflop_per_s": achieved / 1e9,
+                    "fraction_of_matmul": achieved / peak})
+    write_json(args.json, record)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Small influence problems shared by tests/analyses/test_influence*.py: ridge regression and
+"""Small influence problems shared by tests/analyses/influence/test_*.py: ridge regression and
 L2 logistic regression at their exact optima, and a tanh MLP at initialisation."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from genlab.analyses.influence import loss_function
+from genlab.analyses.influence.exact import loss_function
 from genlab.models.mlp import MLP
 from genlab.settings import MLPSettings
 

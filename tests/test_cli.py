@@ -13,13 +13,14 @@ import pytest
 import yaml
 
 from genlab.cli import main
+from tests_support import ci_params_text
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIL = '<script>alert("x")</script><img src="http://example.invalid/x.png">'
 
 
 def tiny_params(tmp_path: Path) -> Path:
-    raw = yaml.safe_load((ROOT / "workflow" / "presets" / "ci.yaml").read_text())
+    raw = yaml.safe_load(ci_params_text())
     study = raw["studies"]["random_labels"]
     study["description"] = EVIL
     study["data"].update(n_train=60, n_test=100, dim=8, n_classes=3, mean_scale=1.5)
@@ -136,12 +137,13 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
     (the corrupted ones), and the summary and report carry them."""
     import torch
 
-    from genlab.analyses.sharpness import hessian_top_eigenvalues, subsample
+    from genlab.analyses.curvature.hessian import hessian_top_eigenvalues
     from genlab.config import load_params
     from genlab.data.dataset import corrupt_labels, dataset_from_tables
     from genlab.io import read_json, read_parquet
+    from genlab.losses import loss_value
     from genlab.models.registry import load_model
-    from genlab.train.loop import loss_value
+    from genlab.seeding import subsample
 
     a, _ = two_runs
     study = a / "data" / "random_labels"
@@ -183,7 +185,7 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
     the one training started from (its loss is the history's step-0 loss)."""
     import torch
 
-    from genlab.analyses.intrinsic_dim import TwoNN
+    from genlab.analyses.dimension.estimators import TwoNN
     from genlab.config import load_params
     from genlab.data.dataset import corrupt_labels, dataset_from_tables
     from genlab.io import read_json, read_parquet
@@ -260,11 +262,11 @@ def checkpointed_training(tmp_path: Path) -> tuple[list[str], Path]:
 def test_a_killed_training_job_resumes_to_identical_artifacts(two_runs, tmp_path, monkeypatch):
     import dataclasses
 
-    from genlab import cli
+    from genlab.train.checkpoint_folder import CheckpointFolder
 
     reference, _ = two_runs
     train, run_dir = checkpointed_training(tmp_path)
-    original = cli.CheckpointFolder.checkpointing
+    original = CheckpointFolder.checkpointing
 
     def dies_after_step_30(self, minutes, device):
         plan = original(self, minutes, device)
@@ -276,11 +278,11 @@ def test_a_killed_training_job_resumes_to_identical_artifacts(two_runs, tmp_path
 
         return dataclasses.replace(plan, save=save)
 
-    monkeypatch.setattr(cli.CheckpointFolder, "checkpointing", dies_after_step_30)
+    monkeypatch.setattr(CheckpointFolder, "checkpointing", dies_after_step_30)
     with pytest.raises(Killed):
         main(train)
     assert sorted(p.name for p in run_dir.iterdir()) == [".checkpoint"]  # no output yet
-    monkeypatch.setattr(cli.CheckpointFolder, "checkpointing", original)
+    monkeypatch.setattr(CheckpointFolder, "checkpointing", original)
     assert main(train) == 0
     assert not (run_dir / ".checkpoint").exists()
     theirs = digests(reference / "data/random_labels/runs/p0_5-s0")
@@ -293,25 +295,25 @@ def test_a_kill_between_a_checkpoints_two_writes_keeps_the_one_before(two_runs, 
     JSON still names the previous checkpoint's (complete) tensors, and the rerun resumes from
     it to identical artifacts. (Overwriting one tensors file in place lost the checkpoint here:
     the real-process kill test met it by chance.)"""
-    import genlab.io
+    import genlab.train.checkpoint_folder as checkpoint_folder  # it writes the checkpoints
 
     reference, _ = two_runs
     train, run_dir = checkpointed_training(tmp_path)
-    write_json = genlab.io.write_json
+    write_json = checkpoint_folder.write_json
 
     def dies_before_naming_step_30(path, data):
         if Path(path).name == "state.json" and data["step"] == 30:
             raise Killed
         write_json(path, data)
 
-    monkeypatch.setattr(genlab.io, "write_json", dies_before_naming_step_30)
+    monkeypatch.setattr(checkpoint_folder, "write_json", dies_before_naming_step_30)
     with pytest.raises(Killed):
         main(train)
     folder = run_dir / ".checkpoint"
     named = json.loads((folder / "state.json").read_text())
     assert 0 < named["step"] < 30
     assert len(list(folder.glob("state-*.safetensors"))) == 2  # the named one and step 30's
-    monkeypatch.setattr(genlab.io, "write_json", write_json)
+    monkeypatch.setattr(checkpoint_folder, "write_json", write_json)
     with caplog.at_level(logging.INFO, logger="genlab"):
         assert main(train) == 0
     assert f"resuming from the checkpoint at step {named['step']}" in caplog.text
@@ -336,3 +338,61 @@ def test_a_checkpoint_from_other_settings_is_not_used(tmp_path, caplog) -> None:
     assert main(["train", *common, "--run", "p0-s0", "--dataset", str(study / "dataset"),
                  "--out", str(study / "runs" / "p0-s0")]) == 0
     assert "ignoring checkpoint" in caplog.text
+
+
+def test_a_study_switches_sharpness_on_for_its_trained_models(tmp_path: Path) -> None:
+    """intrinsic_dim with sharpness set in its analyses block (nothing else changes): through
+    every stage, the layers run (a trained MLP) is analysed on its training loss, and the runs
+    without one model to load (an estimator run, a subspace run) are skipped with the reason;
+    the aggregate and the report take both."""
+    adam = {"optimizer": "adam", "lr": 0.01, "batch_size": 50, "eval_every": 50}
+    raw = yaml.safe_load(ci_params_text())
+    raw["studies"] = {"intrinsic_dim": {
+        "data": {"task": "classification", "n_classes": 3, "teacher_hidden": [8],
+                 "intrinsic_dim": 3, "ambient_dim": 16, "embedding": "tanh", "n_train": 200,
+                 "n_test": 150, "seed": 0},
+        "estimators": {"dims": [2, 5], "ambient_dim": 20, "n_points": 300, "mle_k": 10},
+        "layers": {"model": {"hidden": [32, 16]}, "train": {**adam, "max_steps": 100}},
+        "subspace": {"data": {"task": "classification", "n_classes": 3, "teacher_hidden": [8],
+                              "input_dim": 4, "n_train": 200, "n_test": 200, "seed": 0},
+                     "depth": 1, "dims": [2, 8],
+                     "full_train": {**adam, "max_steps": 100, "stop_at_train_acc": None},
+                     "train": {**adam, "max_steps": 50, "stop_at_train_acc": None}},
+        "scaling": {"ambient_dim": 8, "teacher_hidden": [8], "sizes": [50, 100],
+                    "n_test": 200, "model": {"hidden": [16]},
+                    "train": {**adam, "max_steps": 100}},
+        "label_sharpness": {"num_samples": 100},
+        "analyses": {"sharpness": {"max_iter": 10, "trace_num_matvecs": 6,
+                                   "density_num_repeats": 1, "density_num_steps": 5}},
+        "runs": {"estimate-linear-s0": {"kind": "estimate", "embedding": "linear", "seed": 0},
+                 "layers-random-s0": {"kind": "layers", "labels": "random", "seed": 0},
+                 "subspace-w4-s0": {"kind": "subspace", "width": 4, "seed": 0}}}}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    study = tmp_path / "data" / "intrinsic_dim"
+    common = ["--params", str(params), "--study", "intrinsic_dim"]
+    assert main(["synthesize", *common, "--out", str(study / "dataset")]) == 0
+    for run in raw["studies"]["intrinsic_dim"]["runs"]:
+        assert main(["train", *common, "--run", run, "--dataset", str(study / "dataset"),
+                     "--out", str(study / "runs" / run)]) == 0
+    out = study / "analyses" / "sharpness"
+    assert main(["analyze", "sharpness", *common, "--dataset", str(study / "dataset"),
+                 "--runs", str(study / "runs"), "--out", str(out)]) == 0
+    done = json.loads((out / "layers-random-s0.json").read_text())
+    assert done["status"] == "done" and done["lambda_max"] > 0
+    assert (done["lr"], done["batch_size"]) == (0.01, 50)
+    assert done["provenance"]["run"] == "layers-random-s0"
+    assert (out / "layers-random-s0_density.parquet").exists()
+    estimate = json.loads((out / "estimate-linear-s0.json").read_text())
+    assert estimate["status"] == "skipped" and "no model is trained" in estimate["reason"]
+    subspace = json.loads((out / "subspace-w4-s0.json").read_text())
+    assert subspace["status"] == "skipped" and "mlp_subspace" in subspace["reason"]
+    assert not (out / "estimate-linear-s0_density.parquet").exists()
+    assert main(["aggregate", *common, "--runs", str(study / "runs"), "--analyses",
+                 str(study / "analyses"), "--out", str(study)]) == 0
+    summary = json.loads((study / "summary.json").read_text())
+    assert summary["analyses"]["sharpness"]["subspace-w4-s0"]["status"] == "skipped"
+    assert main(["report", "--params", str(params), "--studies", str(study),
+                 "--out", str(tmp_path / "reports")]) == 0
+    html = (tmp_path / "reports/index.html").read_text()
+    assert "Curvature of the trained models" in html and "skipped: estimator run" in html

@@ -10,11 +10,11 @@ import yaml
 
 from genlab.config import ParamsError, load_params
 from genlab.workflow.generate import render
-from tests_support import CI_PRESET, ROOT
+from tests_support import ROOT, ci_params_text
 
 
 def params_file(tmp_path: Path, edit) -> Path:
-    raw = yaml.safe_load(CI_PRESET.read_text())
+    raw = yaml.safe_load(ci_params_text())
     edit(raw["studies"])
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))

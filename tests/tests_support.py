@@ -10,6 +10,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_PRESET = ROOT / "workflow" / "presets" / "ci.yaml"
+"""The ci preset's overrides only: a params file is :func:`ci_params_text`."""
+
+
+def ci_params_text() -> str:
+    """The full params file of the ci preset: params.yaml with the ci overrides applied."""
+    from genlab.presets import preset_text
+
+    return preset_text("ci", ROOT)
 
 
 def tool_env(home: Path | None = None) -> dict[str, str]:
@@ -43,7 +51,7 @@ def copy_project(dest: Path, env: dict[str, str]) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    shutil.copy2(CI_PRESET, dest / "params.yaml")
+    (dest / "params.yaml").write_text(ci_params_text())
     run(["git", "init", "-q", "-b", "main"], dest, env)
     run(["git", "add", "-A"], dest, env)
     run(["git", "commit", "-q", "-m", "ci preset"], dest, env)

@@ -32,6 +32,7 @@ STAGE_MODULES: dict[str, str] = {
     "analyze": "genlab.stages.analyze", "aggregate": "genlab.stages.aggregate",
     "report": "genlab.stages.report", "sync": "genlab.workflow.sync",
     "verify-cache": "genlab.workflow.cache_check", "dag": "genlab.workflow.generate",
+    "preset": "genlab.presets",
 }
 """The command -> the module whose ``run(args)`` implements it (imported only when it runs)."""
 
@@ -76,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     out = ("--out", {"type": Path, "required": True, "help": "output folder"})
     add("check-params", _stage("check-params"), "validate a params file and exit",
         ("file", {"type": Path, "nargs": "?", "default": Path("params.yaml")}),
-        ("--stamp", {"type": Path, "help": "on success, write this marker file (the DVC gate)"}))
+        ("--stamp", {"type": Path, "help": "on success, write this marker file (the DVC gate)"}),
+        ("--layout", {"help": "the layout digest dvc.yaml was generated for (the DVC gate): "
+                      "fail if the file's studies and analyses give another"}))
     add("schema", cmd_schema, "write (or --check) the JSON schema of params.yaml",
         ("--out", {"type": Path, "default": SCHEMA_PATH}),
         ("--check", {"action": "store_true", "help": "fail if the file is stale"}))
@@ -110,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
         ("--out", {"type": Path, "default": Path("dvc.yaml")}),
         ("--write", {"action": "store_true", "help": "write the file (if it changed)"}),
         ("--check", {"action": "store_true", "help": "fail if the file is stale"}))
+    add("preset", _stage("preset"), "a size preset's full params file: params.yaml with "
+        "workflow/presets/NAME.yaml's overrides applied; print it, or write it with --out",
+        ("name", {"help": "the preset: ci or paper (workflow/presets/NAME.yaml)"}),
+        ("--out", {"type": Path, "help": "write it here (--out params.yaml switches presets; "
+                   "`git checkout params.yaml` goes back)"}))
     return parser
 
 

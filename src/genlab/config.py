@@ -85,7 +85,11 @@ class Params(FrozenModel):
             data = {**data, "studies": studies}
         params = handler(data)
         object.__setattr__(params, "_switched_off", tuple(off))
+        object.__setattr__(params, "_order", tuple(data["studies"]) if isinstance(data, dict)
+                           and isinstance(data.get("studies"), dict) else ())
         if not params.declared_studies():
+            if not off:
+                raise FieldValueError(("studies",), {}, "declare at least one study")
             raise FieldValueError(("studies",), list(off), "every declared study is switched "
                                   "off; switch at least one on")
         return params
@@ -126,9 +130,14 @@ class Params(FrozenModel):
         """Studies whose block says ``enabled: false``, in file order."""
         return self._switched_off
 
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
     def declared_studies(self) -> dict[str, BaseModel]:
-        """The studies present and switched on in the file, by name, in registry order."""
-        return {n: s for n in type(self.studies).model_fields
+        """The studies present and switched on, by name, in the order the file declares them
+        (the order of dvc.yaml's stages and of the report)."""
+        names = [*self._order, *(n for n in type(self.studies).model_fields
+                                 if n not in self._order)]
+        return {n: s for n in names
                 if (s := getattr(self.studies, n)) is not None and n not in self._switched_off}
 
     def studies_block(self, name: str) -> BaseModel:

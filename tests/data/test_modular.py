@@ -7,7 +7,8 @@ import pydantic
 import pytest
 
 from genlab.data.dataset import dataset_from_tables, dataset_to_tables
-from genlab.data.modular import ModularSettings, is_prime, modular
+from genlab.data.modular import modular
+from genlab.data.settings import ModularSettings, is_prime
 
 
 @pytest.fixture

@@ -110,11 +110,11 @@ def test_the_cli_reports_a_truncated_input_by_name_and_exits_2(tmp_path: Path, c
     the file named, nothing written."""
     import yaml
 
-    from tests_support import CI_PRESET
+    from tests_support import ci_params_text
 
     params = tmp_path / "params.yaml"
-    params.write_text(CI_PRESET.read_text())
-    run_ = next(iter(yaml.safe_load(CI_PRESET.read_text())["studies"]["random_labels"]["runs"]))
+    params.write_text(ci_params_text())
+    run_ = next(iter(yaml.safe_load(params.read_text())["studies"]["random_labels"]["runs"]))
     dataset = tmp_path / "dataset"
     common = ["--params", str(params), "--study", "random_labels"]
     assert main(["synthesize", *common, "--out", str(dataset)]) == 0
@@ -191,10 +191,10 @@ def test_the_cli_reports_an_unwritable_output_and_exits_2(tmp_path: Path, monkey
                                                           capsys) -> None:
     import tempfile
 
-    from tests_support import CI_PRESET
+    from tests_support import ci_params_text
 
     params = tmp_path / "params.yaml"
-    params.write_text(CI_PRESET.read_text())
+    params.write_text(ci_params_text())
 
     def refuse(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))

@@ -21,7 +21,7 @@ import yaml
 
 from genlab.cli import main
 from genlab.provenance import git_commit
-from tests_support import CI_PRESET, tool_env
+from tests_support import ci_params_text, tool_env
 
 pytestmark = pytest.mark.workflow  # real processes with torch imports: about a minute
 
@@ -41,7 +41,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny random_labels study that trains long enough to be killed (no early stop, a
     checkpoint at every evaluation), its dataset and an uninterrupted reference of every stage."""
     base = tmp_path_factory.mktemp("killed")
-    raw = yaml.safe_load(CI_PRESET.read_text())
+    raw = yaml.safe_load(ci_params_text())
     study = raw["studies"]["random_labels"]
     study["data"].update(n_train=60, n_test=100, dim=8, n_classes=3)
     study["model"]["hidden"] = [32]

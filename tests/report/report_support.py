@@ -5,13 +5,14 @@ folder of stage logs)."""
 from __future__ import annotations
 
 import dataclasses
+import types
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from genlab.io import write_json, write_parquet
-from tests_support import ROOT
+from tests_support import ci_params_text
 
 PRESENT = "random_labels"
 CLAIM = {"study": PRESENT, "claim": "Networks fit random labels.", "citation": "Zhang et al. 2017",
@@ -37,10 +38,21 @@ def _figures(data, table):
 def report_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """tmp_path with params.yaml, data/<study>/ for every declared study (only PRESENT's holds a
     summary) and logs/; returns the workspace root."""
-    from genlab.studies import STUDIES
+    import genlab.studies
 
-    monkeypatch.setitem(STUDIES, PRESENT, dataclasses.replace(STUDIES[PRESENT], figures=_figures))
-    (tmp_path / "params.yaml").write_text((ROOT / "workflow/presets/ci.yaml").read_text())
+    # genlab.report.collect imports the loader of a study's figures from genlab.studies when it
+    # runs: load_figures(name).figures where the study has a figures module, else
+    # load_study(name).figures
+    if hasattr(genlab.studies, "load_figures"):
+        real, fake = genlab.studies.load_figures, types.SimpleNamespace(figures=_figures)
+        monkeypatch.setattr(genlab.studies, "load_figures",
+                            lambda name: fake if name == PRESENT else real(name))
+    else:
+        real = genlab.studies.load_study
+        spec = dataclasses.replace(real(PRESENT), figures=_figures)
+        monkeypatch.setattr(genlab.studies, "load_study",
+                            lambda name: spec if name == PRESENT else real(name))
+    (tmp_path / "params.yaml").write_text(ci_params_text())
     study = tmp_path / "data" / PRESENT
     write_json(study / "summary.json", {
         "claims": [CLAIM], "runs": {"p1-s0": {"status": "done", "train_acc": 1.0}},

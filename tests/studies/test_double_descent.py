@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from pydantic import ValidationError
 
-import genlab.studies.double_descent.settings as settings_module
-from genlab.studies import STUDIES, load_study
-from genlab.studies.double_descent.experiment import SPEC, check_claim, summarize
+from genlab.studies import load_study
+from genlab.studies.double_descent.claims import check_claim, summarize
 from genlab.studies.double_descent.settings import DoubleDescentConfig
 
 N = 40
@@ -92,7 +88,7 @@ def test_figure_draws_the_mean_curve_in_order_of_p() -> None:
     import matplotlib
 
     from genlab.io import dumps_json
-    from genlab.studies.double_descent.experiment import figures
+    from genlab.studies.double_descent.figures import figures
 
     matplotlib.use("Agg")
     spec, cfg = load_study("double_descent"), config(runs={"s0": {"seed": 0}})
@@ -105,28 +101,3 @@ def test_figure_draws_the_mean_curve_in_order_of_p() -> None:
         x = list(line.get_xdata())
         if len(x) > 2:
             assert x == sorted(x), line.get_label()
-
-
-# what a study's settings module may import: it is read by every cheap stage (params
-# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
-SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
-                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
-
-
-def test_settings_import_only_cheap_modules() -> None:
-    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
-    imported = []
-    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the settings module"
-            imported.append(node.module)
-    assert imported
-    assert [m for m in imported
-            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
-
-
-def test_the_entry_is_the_experiments() -> None:
-    assert load_study("double_descent").entry is STUDIES["double_descent"]
-    assert load_study("double_descent") is SPEC

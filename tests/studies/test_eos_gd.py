@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 import torch
 
-import genlab.studies.eos_gd.settings as settings_module
-from genlab.studies import STUDIES, load_study
-from genlab.studies.eos_gd.experiment import SPEC, check_claims, edge_statistics
+from genlab.studies.eos_gd.claims import check_claims
+from genlab.studies.eos_gd.experiment import SPEC, edge_statistics
 from genlab.studies.eos_gd.settings import EoSConfig
 
 
@@ -67,28 +63,3 @@ def test_a_tiny_tracked_run() -> None:
     assert all(r["lambda_max"] > 0 for r in history)
     assert result.metrics["lambda_init"] == history[0]["lambda_max"]
     assert result.metrics["two_over_lr"] == 4.0
-
-
-# what a study's settings module may import: it is read by every cheap stage (params
-# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
-SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
-                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
-
-
-def test_settings_import_only_cheap_modules() -> None:
-    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
-    imported = []
-    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the settings module"
-            imported.append(node.module)
-    assert imported
-    assert [m for m in imported
-            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
-
-
-def test_the_entry_is_the_experiments() -> None:
-    assert load_study("eos_gd").entry is STUDIES["eos_gd"]
-    assert load_study("eos_gd") is SPEC

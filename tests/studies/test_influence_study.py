@@ -3,10 +3,7 @@ each model through train_run, summarize and figures, and that a run is determini
 
 from __future__ import annotations
 
-import ast
 import functools
-import importlib
-import inspect
 import json
 import math
 
@@ -17,7 +14,9 @@ from pydantic import ValidationError
 
 from genlab.io import dumps_json
 from genlab.models.registry import MODELS, build_model
-from genlab.studies.influence.experiment import METHODS, SPEC, check_claims
+from genlab.studies.influence.claims import check_claims, summarize
+from genlab.studies.influence.experiment import METHODS, SPEC
+from genlab.studies.influence.figures import figures
 from genlab.studies.influence.settings import InfluenceConfig, InfluenceRun, run_id
 
 CPU = torch.device("cpu")
@@ -43,40 +42,6 @@ def config(**changes) -> InfluenceConfig:
 def test_run_ids_and_registration() -> None:
     assert run_id(InfluenceRun(model="mlp", seed=3)) == "mlp-s3"
     assert SPEC.name == "influence" and SPEC.config is InfluenceConfig
-
-
-SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
-                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry",
-                    "genlab.train.binary_settings")
-
-
-def _imports(module: str) -> set[str]:
-    """Every module a source file imports, function-level and TYPE_CHECKING ones included."""
-    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{module}: relative import"
-            names.add(node.module)
-    return names
-
-
-@pytest.mark.parametrize("module", ["genlab.studies.influence.settings",
-                                    "genlab.train.binary_settings"])
-def test_the_settings_import_no_code(module: str) -> None:
-    for name in _imports(module):
-        assert any(name == ok or name.startswith(ok + ".") for ok in SETTINGS_IMPORTS), \
-            f"{module} imports {name}"
-    assert _imports("genlab.studies.influence") == set()  # the package's __init__
-
-
-def test_the_entry_is_the_experiments() -> None:
-    from genlab.studies import STUDIES, load_study
-
-    assert load_study("influence") is SPEC
-    assert load_study("influence").entry is STUDIES["influence"]
 
 
 def test_settings_are_validated() -> None:
@@ -189,7 +154,7 @@ def test_tiny_runs_end_to_end() -> None:
         logistic["methods"]["exact"]["loo_warm_pearson"], abs=0.05)
 
     metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
-    summary = SPEC.summarize(cfg, metrics, {k: r.history for k, r in results.items()})
+    summary = summarize(cfg, metrics, {k: r.history for k, r in results.items()})
     assert len(summary.claims) == 4 and all(c.status != "not_run" for c in summary.claims)
     assert summary.table.num_rows == 2 * len(METHODS)
     assert isinstance(summary.table, pa.Table)
@@ -199,13 +164,13 @@ def test_tiny_runs_end_to_end() -> None:
     assert len(example["proponents"]) == 5 and example["proponents"][0]["exact"] <= 0
     assert example["opponents"][0]["exact"] >= example["opponents"][-1]["exact"]
     # how many test points the report shows is chosen at aggregation, from the same runs
-    more = SPEC.summarize(config(shown_test_points=3), metrics,
-                          {k: r.history for k, r in results.items()})
+    more = summarize(config(shown_test_points=3), metrics,
+                     {k: r.history for k, r in results.items()})
     assert [e["test_id"] for e in json.loads(dumps_json(more.data))["examples"]["mlp-s0"]] == \
         metrics["mlp-s0"]["test_ids_by_loss"][:3]
     assert len(data["loo_scatter"]["logistic-s0"]["measured"]) == 6 * n_test
-    figures = SPEC.figures(data, summary.table)
-    assert len(figures) == 4 and all(isinstance(caption, str) for caption, _ in figures)
+    drawn = figures(data, summary.table)
+    assert len(drawn) == 4 and all(isinstance(caption, str) for caption, _ in drawn)
 
 
 def test_the_shown_test_points_are_not_a_training_setting() -> None:
@@ -228,3 +193,47 @@ def test_a_run_is_deterministic() -> None:
     assert again.history.equals(first.history)
     assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
     assert set(first.metrics["seconds"]) >= {*METHODS, "fit", "loo_warm", "loo_scratch", "lds"}
+
+
+# ------------------------------------------------------------- the post-hoc analyses' objective
+
+
+def test_the_analyses_objective_is_the_data_loss_the_fit_minimised(tmp_path) -> None:
+    """Each run's model, as the analyze stage loads it (float64, the weights exactly as
+    trained), on the objective: its loss is the run's train_loss (the fit's regularised loss
+    less ½λ‖θ‖², float64 round-off apart: 1e-12), and its gradient plus λθ (weight_decay
+    recording λ) is the fit's stationarity, max ≤ grad_tol = 1e-9 up to float64 round-off of
+    a gradient recomputed the other way (2e-9). The penalty folded into the loss would leave
+    a gradient of λθ, other labels one of order 0.1."""
+    import importlib
+
+    from genlab.analyses.registry import ANALYSES
+    from genlab.analyses.settings import SharpnessSettings
+    from genlab.io import write_safetensors
+    from genlab.stages.analyze import trained_model
+
+    cfg, results = tiny()
+    dataset = SPEC.synthesize(cfg)
+    module, _, function = ANALYSES["sharpness"].record.partition(":")
+    sharpness_record = getattr(importlib.import_module(module), function)
+    for name, result in results.items():
+        objective = SPEC.objective(cfg, name, dataset, CPU)
+        assert objective.X.dtype == objective.y.dtype == torch.float64
+        assert (objective.weight_decay, objective.batch_size, objective.momentum,
+                objective.lr) == (0.05, None, 0.0, 1.0)
+        weights = tmp_path / f"{name}.safetensors"
+        spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
+        model = trained_model(spec, weights, objective, CPU)
+        assert all(torch.equal(v, result.weights[k]) for k, v in model.state_dict().items())
+        params = [p for p in model.parameters() if p.requires_grad]
+        loss = objective.loss_fn(model(objective.X), objective.y)
+        assert loss.item() == pytest.approx(result.metrics["train_loss"], rel=0, abs=1e-12)
+        grads = torch.autograd.grad(loss, params)
+        stationarity = max(float((g + objective.weight_decay * p.detach()).abs().max())
+                           for g, p in zip(grads, params, strict=True))
+        assert stationarity <= 2e-9, name
+        record, _ = sharpness_record(model, objective, SharpnessSettings(
+            max_iter=10, trace_num_matvecs=6, density_num_repeats=1, density_num_steps=5),
+            lambda: None)
+        assert record["status"] == "done" and record["weight_decay"] == 0.05
+        assert record["lambda_max"] > 0 and record["threshold"] == 2.0

@@ -3,8 +3,6 @@ hand-made numbers, and one tiny run of every kind through train_run, summarize a
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import json
 import math
 import subprocess
@@ -18,18 +16,16 @@ from pydantic import ValidationError
 from safetensors.torch import load_file, save_file
 
 from genlab.io import dumps_json
-from genlab.studies.intrinsic_dim.experiment import (
-    SPEC,
+from genlab.studies.intrinsic_dim.claims import (
     check_estimator,
     check_layers,
     check_scaling,
     check_subspace,
-    layer_dimensions,
     median_d_int90,
     power_law_exponent,
-    representations,
     summarize,
 )
+from genlab.studies.intrinsic_dim.experiment import SPEC, layer_dimensions, representations
 from genlab.studies.intrinsic_dim.settings import (
     EstimateRun,
     IntrinsicDimConfig,
@@ -89,38 +85,11 @@ def test_registered_when_the_registry_lists_it() -> None:
     assert not SPEC.entry.grouped and SPEC.train_group is None
 
 
-SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "math", "pydantic",
-                       "genlab.settings", "genlab.analyses.settings", "genlab.data.settings",
-                       "genlab.studies.entry")
-
-
-def _allowed(module: str) -> bool:
-    return any(module == ok or module.startswith(ok + ".") for ok in SETTINGS_MAY_IMPORT)
-
-
-def test_the_settings_module_imports_only_cheap_settings() -> None:
-    """settings.py is what validating params.yaml and planning the pipeline import: no torch,
-    numpy or pyarrow, and no genlab module with code (the pipeline reads every import statement
-    of a file, function-level ones included, as a code dependency)."""
-    spec = importlib.util.find_spec("genlab.studies.intrinsic_dim.settings")
-    assert spec is not None and spec.origin is not None
-    with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    imported = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in settings.py"
-            assert node.module is not None
-            imported.append(node.module)
-    assert imported, "found no imports: the check reads the wrong file"
-    assert [m for m in imported if not _allowed(m)] == []
-
-
 def test_importing_the_study_does_not_import_torch() -> None:
+    # the settings (params validation, dag planning) and the claims (the aggregate stage):
+    # only the experiment, which trains, imports torch
     code = ("import sys, genlab.studies.intrinsic_dim.settings, "
-            "genlab.studies.intrinsic_dim.experiment; print('torch' in sys.modules)")
+            "genlab.studies.intrinsic_dim.claims; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
@@ -316,6 +285,7 @@ def test_every_kind_of_run_end_to_end(tiny, tmp_path) -> None:
 
     matplotlib.use("Agg")
     from genlab.models.registry import load_model
+    from genlab.studies.intrinsic_dim.figures import figures as study_figures
 
     cfg, results = tiny
     for name, result in results.items():
@@ -363,7 +333,7 @@ def test_every_kind_of_run_end_to_end(tiny, tmp_path) -> None:
     assert set(summary.table.column("kind").to_pylist()) == {"estimate", "layers", "subspace",
                                                             "scaling"}
     data = json.loads(dumps_json(summary.data))  # as the report reads it back
-    figures = SPEC.figures(data, summary.table)
+    figures = study_figures(data, summary.table)
     assert len(figures) == 4 and all(isinstance(caption, str) for caption, _ in figures)
     layers_axes = figures[1][1].axes[0]
     assert len([ln for ln in layers_axes.get_lines() if len(ln.get_xdata()) == 4]) == 3
@@ -390,3 +360,53 @@ def test_scaling_sets_are_nested_prefixes_of_one_draw() -> None:
     assert data.train.x.shape == (100, 8) and data.test.x.shape == (200, 8)
     assert np.array_equal(data.train.x, manifold(scaling_data_settings(
         cfg, cfg.runs["scaling-d3-s0"])).train.x)
+
+
+# ------------------------------------------------------------- the post-hoc analyses' objective
+
+
+def test_the_analyses_objective_is_the_layers_runs_training_loss(tiny, tmp_path) -> None:
+    """A layers run's model, as the analyze stage loads it, on the objective: its loss is the
+    train loss of the run's last history row (the same float32 forward pass, summed then
+    divided by n there, a mean here: a few ulps apart, rel 1e-6), on the labels it was trained
+    on (all replaced for random labels: the clean ones would give another loss), and the
+    sharpness record runs on it. The other kinds have no objective, and the stage's reason says
+    why."""
+    import importlib
+
+    from genlab.analyses.registry import ANALYSES
+    from genlab.analyses.settings import SharpnessSettings
+    from genlab.io import write_safetensors
+    from genlab.stages.analyze import no_model_reason, trained_model
+
+    cfg, results = tiny
+    dataset = SPEC.synthesize(cfg)
+    module, _, function = ANALYSES["sharpness"].record.partition(":")
+    sharpness_record = getattr(importlib.import_module(module), function)
+    losses = {}
+    for name in ("layers-clean-s0", "layers-random-s0"):
+        result = results[name]
+        objective = SPEC.objective(cfg, name, dataset, CPU)
+        assert (objective.lr, objective.momentum, objective.batch_size,
+                objective.weight_decay) == (0.01, 0.0, 50, 0.0)
+        weights = tmp_path / f"{name}.safetensors"
+        spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
+        model = trained_model(spec, weights, objective, CPU)
+        with torch.no_grad():
+            losses[name] = objective.loss_fn(model(objective.X), objective.y).item()
+        assert losses[name] == pytest.approx(result.history.column("train_loss")[-1].as_py(),
+                                             rel=1e-6)
+        record, _ = sharpness_record(model, objective, SharpnessSettings(
+            max_iter=10, trace_num_matvecs=6, density_num_repeats=1, density_num_steps=5),
+            lambda: None)
+        assert record["status"] == "done" and math.isfinite(record["lambda_max"])
+    clean = SPEC.objective(cfg, "layers-clean-s0", dataset, CPU).y
+    random = SPEC.objective(cfg, "layers-random-s0", dataset, CPU).y
+    assert torch.equal(clean, torch.from_numpy(dataset.train.y))
+    assert float((random != clean).double().mean()) > 0.5  # uniform over 3 classes: ~2/3
+    for name in ("estimate-linear-s0", "subspace-w4-s0", "scaling-d3-s0"):
+        assert SPEC.objective(cfg, name, dataset, CPU) is None, name
+    assert no_model_reason(results["estimate-linear-s0"].model_spec) == \
+        "estimator run: no model is trained"
+    assert "'mlp_subspace'" in no_model_reason(results["subspace-w4-s0"].model_spec)
+    assert "'mlp_per_size'" in no_model_reason(results["scaling-d3-s0"].model_spec)

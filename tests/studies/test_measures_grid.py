@@ -3,8 +3,6 @@ check's decision, and a tiny grid trained end to end (grouped and alone, identic
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import itertools
 import json
 import math
@@ -19,16 +17,15 @@ from scipy.stats import kendalltau
 from genlab.analyses.measures.ranking import granulated_kendall
 from genlab.analyses.measures.registry import MEASURES
 from genlab.io import dumps_json
-from genlab.studies.measures_grid.experiment import (
+from genlab.studies.measures_grid.claims import (
     HYPERPARAMETERS,
     JIANG_MEASURES,
-    SPEC,
     check_claims,
-    ensemble_groups,
-    grid_runs,
     measure_value,
     summarize,
 )
+from genlab.studies.measures_grid.experiment import SPEC, ensemble_groups, grid_runs
+from genlab.studies.measures_grid.figures import figures
 from genlab.studies.measures_grid.settings import MeasuresGridConfig, MeasuresGridRun, run_id
 
 DATA = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
@@ -57,35 +54,6 @@ def test_registered() -> None:
     assert load_study("measures_grid") is SPEC
     assert load_study("measures_grid").entry is STUDIES["measures_grid"]
     assert STUDIES["measures_grid"].grouped
-
-
-SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "math", "pydantic",
-                       "genlab.settings", "genlab.analyses.settings", "genlab.data.settings",
-                       "genlab.studies.entry")
-
-
-def _allowed(module: str) -> bool:
-    return any(module == ok or module.startswith(ok + ".") for ok in SETTINGS_MAY_IMPORT)
-
-
-def test_the_settings_module_imports_only_cheap_settings() -> None:
-    """settings.py is what validating params.yaml and planning the pipeline import: no torch,
-    numpy or pyarrow, and no genlab module with code (the pipeline reads every import statement
-    of a file, function-level ones included, as a code dependency)."""
-    spec = importlib.util.find_spec("genlab.studies.measures_grid.settings")
-    assert spec is not None and spec.origin is not None
-    with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    imported = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in settings.py"
-            assert node.module is not None
-            imported.append(node.module)
-    assert imported, "found no imports: the check reads the wrong file"
-    assert [m for m in imported if not _allowed(m)] == []
 
 
 @pytest.mark.parametrize(("values", "expected"), [
@@ -213,8 +181,8 @@ def test_psi_and_cmi_over_the_varied_hyperparameters() -> None:
     assert set(summary.table.column_names) >= {"measure", "tau", "psi", "cmi", "n_models",
                                                *(f"psi_{h}" for h in HYPERPARAMETERS)}
     assert len(summary.claims) == 2
-    figures = SPEC.figures(json.loads(dumps_json(summary.data)), summary.table)
-    assert len(figures) == 3
+    drawn = figures(json.loads(dumps_json(summary.data)), summary.table)
+    assert len(drawn) == 3
 
 
 def test_a_grid_where_nothing_fitted_summarizes_to_not_run() -> None:
@@ -225,7 +193,7 @@ def test_a_grid_where_nothing_fitted_summarizes_to_not_run() -> None:
         "diverged": 16}
     assert summary.data["hyperparameters_varied"] == [] and summary.data["gap"] is None
     assert {c.status for c in summary.claims} == {"not_run"}
-    assert SPEC.figures(json.loads(dumps_json(summary.data)), summary.table) == []
+    assert figures(json.loads(dumps_json(summary.data)), summary.table) == []
 
 
 # -------------------------------------------------------------------------------- claim checks
@@ -327,8 +295,48 @@ def test_tiny_grid_end_to_end() -> None:
             assert len(finite) >= len(MEASURES) - 3, m["measure_reasons"]
         else:
             assert all(v is None for v in m["measures"].values())
-    summary = SPEC.summarize(cfg, metrics, {n: a.history for n, a in grouped.items()})
+    summary = summarize(cfg, metrics, {n: a.history for n, a in grouped.items()})
     assert summary.table.num_rows == len(MEASURES)
     assert isinstance(summary.table, pa.Table)
     assert summary.data["excluded_by_status"] == {"budget": 2}
     assert summary.data["n_included"] == len(runs) - 2
+
+
+# ------------------------------------------------------------- the post-hoc analyses' objective
+
+
+def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
+    """At the trained weights (the model as the analyze stage loads it), the objective's loss is
+    the train loss of the run's last history row: the same float32 forward pass on the same
+    inputs and labels, summed then divided by n there, a mean here, so a few ulps apart (rel
+    1e-6); the weight decay's (λ/2)‖θ‖² folded in would be far outside it. And the sharpness
+    record runs on it, beside the run's own step size, momentum and batch size."""
+    import importlib
+
+    from genlab.analyses.registry import ANALYSES
+    from genlab.analyses.settings import SharpnessSettings
+    from genlab.io import write_safetensors
+    from genlab.stages.analyze import trained_model
+
+    name = "d1-w16-lr0_2-b20-wd0_001-s0"
+    cfg = config(grid_runs([1], [16], [0.2], [20], [1e-3], [0]))
+    dataset, cpu = SPEC.synthesize(cfg), torch.device("cpu")
+    result = SPEC.train_run(cfg, name, dataset, cpu)
+    assert result.metrics["status"] == "fitted"
+    objective = SPEC.objective(cfg, name, dataset, cpu)
+    weights = tmp_path / "model.safetensors"
+    spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
+    model = trained_model(spec, weights, objective, cpu)
+    with torch.no_grad():
+        loss = objective.loss_fn(model(objective.X), objective.y).item()
+    assert loss == pytest.approx(result.history.column("train_loss")[-1].as_py(), rel=1e-6)
+    assert loss == pytest.approx(result.metrics["final_train_loss"], rel=1e-6)
+    assert (objective.lr, objective.momentum, objective.batch_size,
+            objective.weight_decay) == (0.2, 0.9, 20, 1e-3)
+    module, _, function = ANALYSES["sharpness"].record.partition(":")
+    record, _ = getattr(importlib.import_module(module), function)(
+        model, objective, SharpnessSettings(max_iter=10, trace_num_matvecs=6,
+                                            density_num_repeats=1, density_num_steps=5),
+        lambda: None)
+    assert record["status"] == "done" and math.isfinite(record["lambda_max"])
+    assert record["threshold"] == pytest.approx((2 + 2 * 0.9) / 0.2)

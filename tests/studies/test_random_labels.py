@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 import torch
 
-import genlab.studies.random_labels.settings as settings_module
 from genlab.studies import STUDIES, load_study
-from genlab.studies.random_labels.experiment import SPEC, check_claims, summarize
+from genlab.studies.random_labels.claims import check_claims, summarize
 from genlab.studies.random_labels.settings import RandomLabelsConfig, RandomLabelsRun, run_id
 
 
@@ -94,28 +90,3 @@ def test_one_tiny_run_end_to_end(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
     assert summary.table.num_rows == sum(h.num_rows for h in histories.values())
     assert set(summary.table.column("run").to_pylist()) == {"p0-s0", "p1-s0"}
     assert isinstance(summary.table, pa.Table)
-
-
-# what a study's settings module may import: it is read by every cheap stage (params
-# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
-SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
-                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
-
-
-def test_settings_import_only_cheap_modules() -> None:
-    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
-    imported = []
-    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the settings module"
-            imported.append(node.module)
-    assert imported
-    assert [m for m in imported
-            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
-
-
-def test_the_entry_is_the_experiments() -> None:
-    assert load_study("random_labels").entry is STUDIES["random_labels"]
-    assert load_study("random_labels") is SPEC

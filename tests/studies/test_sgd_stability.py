@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 import torch
 
-import genlab.studies.sgd_stability.settings as settings_module
-from genlab.studies import STUDIES, load_study
-from genlab.studies.sgd_stability.experiment import SPEC, check_claims
+from genlab.studies.sgd_stability.claims import check_claims
+from genlab.studies.sgd_stability.experiment import SPEC
 from genlab.studies.sgd_stability.settings import StabilityConfig, StabilityRun, run_id
 
 
@@ -58,28 +54,3 @@ def test_a_tiny_run_converges_and_measures_curvature() -> None:
     # Hessian (the trace is an estimate: allow 3 standard errors)
     assert 0 < metrics["lambda_max"] <= metrics["trace"] + 3 * metrics["trace_stderr"]
     assert metrics["lambda_over_edge"] == pytest.approx(metrics["lambda_max"] * 0.1 / 2)
-
-
-# what a study's settings module may import: it is read by every cheap stage (params
-# validation, dag generation), so no torch, numpy, pyarrow or genlab code modules
-SETTINGS_IMPORTS = ("__future__", "typing", "collections", "math", "pydantic", "genlab.settings",
-                    "genlab.analyses.settings", "genlab.data.settings", "genlab.studies.entry")
-
-
-def test_settings_import_only_cheap_modules() -> None:
-    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
-    imported = []
-    for node in ast.walk(tree):  # function-level and TYPE_CHECKING imports count too
-        if isinstance(node, ast.Import):
-            imported += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import in the settings module"
-            imported.append(node.module)
-    assert imported
-    assert [m for m in imported
-            if not any(m == a or m.startswith(f"{a}.") for a in SETTINGS_IMPORTS)] == []
-
-
-def test_the_entry_is_the_experiments() -> None:
-    assert load_study("sgd_stability").entry is STUDIES["sgd_stability"]
-    assert load_study("sgd_stability") is SPEC

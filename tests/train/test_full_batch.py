@@ -14,7 +14,7 @@ from genlab.models.mlp import MLP
 from genlab.settings import MLPSettings
 from genlab.train.full_batch import (
     NewtonSystem,
-    Objective,
+    RegularisedObjective,
     _negative_curvature_step,
     fit,
     flat_parameters,
@@ -55,7 +55,7 @@ def test_logistic_regression_reaches_the_newton_optimum_with_full_n_normalisatio
     mask = torch.ones(80, dtype=torch.bool)
     mask[::3] = False
     for m in (torch.ones(80, dtype=torch.bool), mask):
-        result = fit(Objective(model, bce, X, y, 0.05, m), flat_parameters(model))
+        result = fit(RegularisedObjective(model, bce, X, y, 0.05, m), flat_parameters(model))
         assert result.converged and result.grad_max <= 1e-9
         torch.testing.assert_close(result.theta, newton_reference(X, y, 0.05, m), rtol=1e-8,
                                    atol=1e-10)
@@ -66,7 +66,7 @@ def test_objective_hessian_is_autograd_hessian() -> None:
     X, y = data(30, 3)
     torch.manual_seed(0)
     model = MLP(MLPSettings(hidden=(5,), activation="tanh"), 3, 1).to(D)
-    objective = Objective(model, bce, X, y, 0.01)
+    objective = RegularisedObjective(model, bce, X, y, 0.01)
     theta = flat_parameters(model)
     expected = torch.autograd.functional.hessian(objective, theta)
     torch.testing.assert_close(objective.hessian(theta), expected, rtol=1e-10, atol=1e-12)
@@ -80,11 +80,11 @@ def test_warm_start_chord_steps_reach_the_leave_one_out_optimum() -> None:
     a fit from scratch (convex objective), without forming a new Hessian."""
     X, y = data()
     model = nn.Linear(4, 1).to(D)
-    full = fit(Objective(model, bce, X, y, 0.05), flat_parameters(model))
-    system = NewtonSystem(Objective(model, bce, X, y, 0.05).hessian(full.theta))
+    full = fit(RegularisedObjective(model, bce, X, y, 0.05), flat_parameters(model))
+    system = NewtonSystem(RegularisedObjective(model, bce, X, y, 0.05).hessian(full.theta))
     mask = torch.ones(80, dtype=torch.bool)
     mask[7] = False
-    warm = fit(Objective(model, bce, X, y, 0.05, mask), full.theta, hessian=system)
+    warm = fit(RegularisedObjective(model, bce, X, y, 0.05, mask), full.theta, hessian=system)
     assert warm.converged and warm.hessians == 0 and warm.lbfgs_iterations == 0
     # max|∇| ≤ 1e-9 and λ_min(H) ≥ λ = 0.05 leave θ within 2e-8 of the optimum
     torch.testing.assert_close(warm.theta, newton_reference(X, y, 0.05, mask), rtol=0,
@@ -95,7 +95,7 @@ def test_an_mlp_converges_deterministically() -> None:
     X, y = data(60, 3)
     torch.manual_seed(1)
     model = MLP(MLPSettings(hidden=(8,), activation="tanh"), 3, 1).to(D)
-    objective = Objective(model, bce, X, y, 0.01)
+    objective = RegularisedObjective(model, bce, X, y, 0.01)
     a = fit(objective, flat_parameters(model))
     b = fit(objective, flat_parameters(model))
     assert a.converged and torch.equal(a.theta, b.theta)
@@ -122,8 +122,8 @@ def test_saddles_are_left_along_negative_curvature() -> None:
     def identity(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return output.mean()
 
-    objective = Objective(Toy(), identity, torch.zeros(3, 1, dtype=D), torch.zeros(3, dtype=D),
-                          0.01)
+    objective = RegularisedObjective(Toy(), identity, torch.zeros(3, 1, dtype=D),
+                                     torch.zeros(3, dtype=D), 0.01)
     origin = torch.zeros(2, dtype=D)
     system = NewtonSystem(objective.hessian(origin))
     assert not system.positive_definite and system.lowest[0] < 0
@@ -141,6 +141,6 @@ def test_budgets_end_a_fit_unconverged_not_silently() -> None:
     X, y = data(60, 3)
     torch.manual_seed(1)
     model = MLP(MLPSettings(hidden=(8,), activation="tanh"), 3, 1).to(D)
-    result = fit(Objective(model, bce, X, y, 0.01), flat_parameters(model), max_lbfgs=3,
+    result = fit(RegularisedObjective(model, bce, X, y, 0.01), flat_parameters(model), max_lbfgs=3,
                  max_newton=1)
     assert not result.converged and result.grad_max > 1e-9

@@ -9,9 +9,9 @@ import yaml
 
 from genlab.workflow.code_deps import CodeDeps
 from genlab.workflow.generate import render
-from tests_support import CI_PRESET, ROOT
+from tests_support import ROOT
 
-TRACE = "src/genlab/analyses/trace.py"
+TRACE = "src/genlab/analyses/curvature/trace.py"
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -88,8 +88,10 @@ def test_settings_import_no_study_code(stages) -> None:
 def test_committed_dvc_yaml_is_current(preset: str) -> None:
     """dvc.yaml is generated; every preset declares the same studies and analyses, so one file
     serves all three (the Snakefile rewrites it when a params file switches something off)."""
-    from genlab.config import load_params
+    from genlab.config import load_params, parse_yaml, validate_params
+    from genlab.presets import preset_text
 
-    source = ROOT / preset if preset.endswith(".yaml") else CI_PRESET.with_name(f"{preset}.yaml")
-    assert (ROOT / "dvc.yaml").read_text() == render(load_params(source), ROOT), (
+    params = (load_params(ROOT / preset) if preset.endswith(".yaml")
+              else validate_params(parse_yaml(preset_text(preset, ROOT))))
+    assert (ROOT / "dvc.yaml").read_text() == render(params, ROOT), (
         "dvc.yaml is stale: run `genlab dag --write`")

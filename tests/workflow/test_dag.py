@@ -94,8 +94,8 @@ def test_same_inputs(engines) -> None:
         inputs = set(snake[rule_name(stage)]["input"])
         expected = set()
         for dep in st["deps"]:
-            if dep in gate_outs or dep == "dvc.yaml":
-                continue  # only DVC orders stages behind the params gate, which checks dvc.yaml
+            if dep in gate_outs:
+                continue  # only DVC orders stages behind the params gate
             enclosing = {o for o in folder_outs if PurePosixPath(dep).is_relative_to(o)}
             if enclosing:  # a folder another stage writes: Snakemake waits on all of it
                 expected |= enclosing
@@ -247,6 +247,6 @@ def test_dvc_ignores_the_caches_written_beside_the_code(tmp_path: Path) -> None:
     relative = [p.relative_to(project).as_posix() for p in written]
     ignored = run(["dvc", "check-ignore", *relative], project, env)
     assert ignored.stdout.split() == relative
-    source = run(["dvc", "check-ignore", "src/genlab/analyses/neighbor_screen.py"], project, env,
-                 check=False)
+    source = run(["dvc", "check-ignore", "src/genlab/analyses/dimension/neighbor_screen.py"],
+                 project, env, check=False)
     assert source.returncode == 1 and not source.stdout.strip()

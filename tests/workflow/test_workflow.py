@@ -202,16 +202,16 @@ def test_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
 
     from genlab.workflow.adapter import dvc_jobs
 
-    trace = project.root / "src/genlab/analyses/trace.py"
+    trace = project.root / "src/genlab/analyses/curvature/trace.py"
     stat, text = trace.stat(), trace.read_text()
     importers = {j.stage for j in dvc_jobs(project.root)
-                 if "src/genlab/analyses/trace.py" in j.deps}
+                 if "src/genlab/analyses/curvature/trace.py" in j.deps}
     assert "eos_gd_sharpness" in importers and "random_labels_intrinsic_dim" not in importers
     trace.write_text(text + "# a comment\n")
     try:
         assert set(json.loads(project.sh("dvc", "status", "--json").stdout)) == importers
         dry_run = project.sh("snakemake", "-n").stdout
-        assert direct_reasons(dry_run, "src/genlab/analyses/trace.py") == {
+        assert direct_reasons(dry_run, "src/genlab/analyses/curvature/trace.py") == {
             rule(s) for s in importers}
         plan = project.snakemake_plan()
         assert {rule(s) for s in importers} <= plan and "check_params" not in plan

@@ -1,4 +1,5 @@
-"""Settings of the post-hoc analyses, as params.yaml declares them.
+"""Settings of the post-hoc analyses, one block per analysis (the registry,
+:mod:`genlab.analyses.registry`, assembles them into a study's ``analyses`` block).
 
 Kept apart from the analyses themselves so that validating params.yaml never imports torch
 (Snakemake validates at every parse; see genlab.config).
@@ -126,14 +127,3 @@ class RepresentationSettings(FrozenModel):
         1000, ge=2, le=1_000_000, description="Points M over whose pairs the label sharpness "
         "K_F of the training inputs and labels is taken (classification only).")
     seed: Seed = Field(0, description="Seed of the subsamples.")
-
-
-class AnalysesSettings(FrozenModel):
-    """The post-hoc analyses of every trained model of a study, one block each; editing one
-    block reruns that analysis (and the summary and report after it), nothing else."""
-
-    sharpness: SharpnessSettings = Field(description="Top eigenvalues, trace and spectral "
-                                         "density of the training-loss curvature.")
-    intrinsic_dim: RepresentationSettings | None = Field(
-        None, description="Intrinsic dimension of every layer's representations (MLPs), trained "
-        "and at initialisation, and the label sharpness of the training data; null = skip.")

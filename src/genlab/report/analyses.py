@@ -7,7 +7,7 @@ analysis here turns them into one :class:`AnalysisView` (intro, figure, run tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -173,7 +173,3 @@ def intrinsic_dim_view(records: Records, folder: Path, settings: Any) -> Analysi
         figure=intrinsic_dim_figure(records, read_parquet(folder / "intrinsic_dim_layers.parquet")),
         caption="Intrinsic dimension per layer: trained (solid) and at initialisation (dashed)",
         columns=columns, rows=rows)
-
-
-VIEWS: dict[str, Callable[[Records, Path, Any], AnalysisView]] = {
-    "sharpness": sharpness_view, "intrinsic_dim": intrinsic_dim_view}

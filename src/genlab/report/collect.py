@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import re
 from dataclasses import dataclass, field
@@ -86,11 +87,13 @@ def figure_to_svg(fig: Any) -> str:
 
 
 def _analyses(data: dict[str, Any], folder: Path, config: Any) -> list[AnalysisSection]:
-    from genlab.report.analyses import VIEWS
+    from genlab.analyses.registry import ANALYSES
 
     sections = []
     for name, records in data.get("analyses", {}).items():
-        view = VIEWS[name](records, folder, getattr(config.analyses, name))
+        module, _, function = ANALYSES[name].view.partition(":")
+        view = getattr(importlib.import_module(module), function)(
+            records, folder, getattr(config.analyses, name))
         sections.append(AnalysisSection(
             title=view.title, intro=view.intro, caption=view.caption, columns=view.columns,
             rows=view.rows, figure=figure_to_svg(view.figure) if view.figure else None))
@@ -136,7 +139,7 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
     import matplotlib
 
     matplotlib.use("Agg")  # no display, no GUI toolkit
-    from genlab.studies import STUDIES, load_study
+    from genlab.studies import STUDIES, load_figures
 
     declared = params.declared_studies()
     sections, missing = [], []
@@ -156,8 +159,9 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
             continue
         data = read_json(folder / "summary.json")
         table = read_parquet(folder / "summary.parquet")
-        spec = load_study(name)
-        figures = [(caption, figure_to_svg(fig)) for caption, fig in spec.figures(data, table)]
+        spec = STUDIES[name]
+        figures = [(caption, figure_to_svg(fig))
+                   for caption, fig in load_figures(name).figures(data, table)]
         runs = [{"run": run, **metrics} for run, metrics in data.get("runs", {}).items()]
         sections.append(StudySection(
             name=name, title=spec.title, description=config.description, claims=data["claims"],

@@ -12,24 +12,26 @@ import pyarrow as pa
 
 from genlab.analyses.registry import ANALYSES
 from genlab.io import read_json, read_parquet, write_csv, write_json, write_parquet
-from genlab.stages.common import log, provenance, setup, stage_settings, study
+from genlab.stages.common import log, provenance, setup, stage_settings
+from genlab.studies import STUDIES, load_claims
 from genlab.studies.base import plot_table
 from genlab.studies.entry import PlotSpec
 
 
 def run(args: argparse.Namespace) -> int:
     params = setup(args)
-    spec, config = study(params, args.study)
+    config = params.study(args.study)
+    entry = STUDIES[args.study]
     # Only the runs params.yaml declares: a folder left over from an older grid is ignored.
     metrics, histories = {}, {}
     for run_id in config.runs:
         folder = args.runs / run_id
         metrics[run_id] = read_json(folder / "metrics.json")
         histories[run_id] = read_parquet(folder / "history.parquet")
-    summary = spec.summarize(config, metrics, histories)
+    summary = load_claims(args.study).summarize(config, metrics, histories)
     analyses = gather_analyses(args.analyses, config, args.out)
     write_parquet(args.out / "summary.parquet", summary.table)
-    write_plots(spec.plots, summary.table, args.out)
+    write_plots(entry.plots, summary.table, args.out)
     write_json(args.out / "summary.json", {
         **summary.data, "claims": [c.to_json() for c in summary.claims], **analyses,
         "provenance": provenance(stage_settings(config, "aggregate"), "cpu")})

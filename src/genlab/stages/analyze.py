@@ -2,20 +2,23 @@
 ``OUT/<run>.json`` (numbers, or why the run was skipped) and, where the analysis has tables,
 ``OUT/<run>_<table>.parquet``. Which analysis runs comes from the registry
 (:mod:`genlab.analyses.registry`); its function is imported by name, so this module does not
-depend on any analysis' code."""
+depend on any analysis' code. A run is skipped, with the reason, when it diverged or when the
+study gives it no training objective (a run that trains no network, or saves none that
+:func:`genlab.models.registry.load_model` rebuilds)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import time
+from pathlib import Path
 from typing import Any
 
 from genlab.analyses.registry import ANALYSES
 from genlab.config import ParamsError
 from genlab.device import configure_torch, describe_device, resolve_device
-from genlab.io import read_json, write_json, write_parquet
-from genlab.models.registry import load_model, seeded_model_from_spec
+from genlab.io import read_json, read_safetensors, write_json, write_parquet
+from genlab.models.registry import MODELS, load_model, seeded_model_from_spec
 from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
 
 
@@ -45,17 +48,47 @@ def run(args: argparse.Namespace) -> int:
             tables = {}
         else:
             model_json = read_json(folder / "model.json")
-            model = load_model(model_json, folder / "model.safetensors").to(device)
             objective = spec.objective(config, run_id, dataset, device)
+            if objective is None:  # no trained network to analyse
+                record, tables = {"status": "skipped", "reason": no_model_reason(model_json)}, {}
+            else:
+                model = trained_model(model_json, folder / "model.safetensors", objective, device)
+                dtype = next(model.parameters()).dtype
 
-            def untrained(spec_=model_json, seed=config.runs[run_id].seed):
-                # every study seeds its model's init with the run seed (build_seeded_model)
-                return seeded_model_from_spec(spec_, seed, device)
+                def untrained(spec_=model_json, seed=config.runs[run_id].seed, dtype=dtype):
+                    # every study seeds its model's init with the run seed (build_seeded_model),
+                    # in the dtype it trains in
+                    return seeded_model_from_spec(spec_, seed, device).to(dtype)
 
-            record, tables = record_fn(model, objective, settings, untrained)
+                record, tables = record_fn(model, objective, settings, untrained)
         for name, table in tables.items():
             write_parquet(args.out / f"{run_id}_{name}.parquet", table)
         write_json(args.out / f"{run_id}.json", {**record, "provenance": {**prov, "run": run_id}})
         log.info("%s of %s/%s: %s in %.1fs", args.analysis, args.study, run_id,
                  record.get("status", "done"), time.perf_counter() - t0)
     return 0
+
+
+def trained_model(model_json: dict[str, Any], weights: Path, objective: Any, device: Any):
+    """The run's model as :func:`load_model` rebuilds it, on ``device``, in the dtype of the
+    objective's inputs where they are floating point: load_model's module is float32, and a
+    model trained in float64 (the binary models of :mod:`genlab.train.binary`) has its weights
+    loaded into a float64 module instead, so that none is rounded and the model takes the
+    objective's inputs as they are."""
+    model = load_model(model_json, weights)
+    X = objective.X
+    if X.is_floating_point() and any(p.dtype != X.dtype for p in model.parameters()):
+        model.to(X.dtype).load_state_dict(
+            read_safetensors(weights, model_json.get("weights_sha256")), strict=True)
+    return model.to(device)
+
+
+def no_model_reason(model_json: dict[str, Any]) -> str:
+    """Why a run the study gives no objective is skipped: its model.json's own reason (a run
+    that trains no model says why), or that it holds no model load_model rebuilds."""
+    kind = model_json.get("kind")
+    if model_json.get("reason"):
+        return str(model_json["reason"])
+    if kind not in MODELS:
+        return f"no single model that load_model rebuilds (model.json is of kind {kind!r})"
+    return "the study gives this run no training objective"

@@ -11,7 +11,6 @@ import pyarrow as pa
 from genlab.studies.entry import PlotSpec, StudyEntry
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
     from genlab.data.dataset import Dataset
 
@@ -46,7 +45,7 @@ class RunArtifacts:
 
 
 @dataclass(frozen=True)
-class Objective:
+class TrainingObjective:
     """The training loss a run minimised, as the post-hoc analyses need it: the training inputs,
     the targets the model was trained on (corrupted labels included), the loss as a mean over a
     batch, and the optimizer's step size, momentum and batch size (None: full batch). Weight
@@ -61,15 +60,17 @@ class Objective:
     weight_decay: float = 0.0
 
 
-def training_objective(X: Any, y: Any, settings: Any) -> Objective:
-    """The :class:`Objective` of a run trained with ``settings`` (a TrainSettings) on (X, y)."""
-    from genlab.train.loop import loss_value
+def training_objective(X: Any, y: Any, settings: Any) -> TrainingObjective:
+    """The :class:`TrainingObjective` of a run trained with ``settings`` (a TrainSettings) on
+    (X, y)."""
+    from genlab.losses import loss_value
 
     def loss_fn(output: Any, target: Any) -> Any:
         return loss_value(settings.loss, output, target)
 
-    return Objective(X=X, y=y, loss_fn=loss_fn, lr=settings.lr, momentum=settings.momentum,
-                     batch_size=settings.batch_size, weight_decay=settings.weight_decay)
+    return TrainingObjective(X=X, y=y, loss_fn=loss_fn, lr=settings.lr,
+                             momentum=settings.momentum, batch_size=settings.batch_size,
+                             weight_decay=settings.weight_decay)
 
 
 @dataclass(frozen=True)
@@ -102,22 +103,22 @@ def plot_table(plot: PlotSpec, table: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class StudySpec:
-    """A study's experiment: the code behind its :class:`StudyEntry` (``experiment.SPEC``)."""
+    """A study's experiment: the code that makes its data and trained runs (``experiment.SPEC``).
+
+    Its summary and claims are ``claims.summarize`` and its report figures ``figures.figures``,
+    in modules of their own (:func:`genlab.studies.load_claims`, :func:`load_figures`), so that
+    a stage imports only what it runs: editing a figure retrains nothing."""
 
     entry: StudyEntry
     synthesize: Callable[[Any], Dataset]
     train_run: Callable[[Any, str, Dataset, Any, Any], RunArtifacts]
     """(study settings, run id, dataset, torch device, Checkpointing or None) -> artifacts."""
-    summarize: Callable[[Any, Mapping[str, Mapping[str, Any]], Mapping[str, pa.Table]], Summary]
-    """(study settings, metrics by run, history by run) -> summary with claim checks."""
-    figures: Callable[[Mapping[str, Any], pa.Table], list[tuple[str, Figure]]]
-    """(summary data, summary table) -> titled matplotlib figures for the report."""
     train_group: Callable[[Any, Sequence[str], Dataset, Any], dict[str, RunArtifacts]] | None = None
     """(study settings, run ids, dataset, torch device) -> artifacts by run id, every run trained
     at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
     Present exactly when the entry is ``grouped``; a killed group restarts from scratch: the
     engine has no checkpoints."""
-    objective: Callable[[Any, str, Dataset, Any], Objective] | None = None
+    objective: Callable[[Any, str, Dataset, Any], TrainingObjective] | None = None
     """(study settings, run id, dataset, torch device) -> the run's training loss, which the
     post-hoc analyses need; present exactly when the settings have an ``analyses`` block."""
 

@@ -4,7 +4,7 @@
 
 with n the size of the *whole* training set whatever the subset S (a boolean mask): the
 normalisation that leave-one-out comparisons with influence functions need
-(:mod:`genlab.analyses.influence_ground_truth`). Influence functions are statements about the
+(:mod:`genlab.analyses.influence.ground_truth`). Influence functions are statements about the
 optimum θ̂ (∇L = 0), and leave-one-out changes are O(1/n) effects, so "trained" here means
 max|∇L_S(θ)| ≤ ``grad_tol`` (1e-9 by default: an error in a test loss of about
 ‖∇ℓ_t‖·‖(∇²L)⁻¹‖·grad_tol ≤ 1e-7 at λ = 1e-2), which first-order training does not reach in
@@ -70,7 +70,7 @@ def load_flat(model: nn.Module, theta: Tensor) -> nn.Module:
     return model
 
 
-class Objective:
+class RegularisedObjective:
     """L_S(θ) for a model whose trainable parameters are θ, on the examples where ``mask`` is
     true (all for None), normalised by the full size n = len(X)."""
 
@@ -157,7 +157,8 @@ class FitResult:
     hessians: int  # dense Hessians formed (a warm start's given one not counted)
 
 
-def _lbfgs(objective: Objective, theta: Tensor, tol: float, max_iter: int) -> tuple[Tensor, int]:
+def _lbfgs(objective: RegularisedObjective, theta: Tensor, tol: float,
+           max_iter: int) -> tuple[Tensor, int]:
     theta = theta.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, max_eval=2 * max_iter,
                                   tolerance_grad=tol, tolerance_change=1e-16, history_size=20,
@@ -173,7 +174,7 @@ def _lbfgs(objective: Objective, theta: Tensor, tol: float, max_iter: int) -> tu
     return theta.detach(), int(optimizer.state[theta].get("n_iter", 0))
 
 
-def _negative_curvature_step(objective: Objective, theta: Tensor, value: float,
+def _negative_curvature_step(objective: RegularisedObjective, theta: Tensor, value: float,
                              gradient: Tensor, curvature: float,
                              vector: Tensor) -> tuple[Tensor, float, Tensor]:
     """Move along a direction of negative curvature μ < 0 (signed downhill), the longest step
@@ -188,7 +189,7 @@ def _negative_curvature_step(objective: Objective, theta: Tensor, value: float,
     return theta, value, gradient
 
 
-def fit(objective: Objective, theta0: Tensor, *, grad_tol: float = 1e-9,
+def fit(objective: RegularisedObjective, theta0: Tensor, *, grad_tol: float = 1e-9,
         coarse_tol: float = 1e-5, max_lbfgs: int = 20_000, max_newton: int = 500,
         hessian: NewtonSystem | None = None) -> FitResult:
     """Minimise ``objective`` from ``theta0`` to max|∇L| ≤ ``grad_tol`` (module docstring).
@@ -258,4 +259,5 @@ def fit(objective: Objective, theta0: Tensor, *, grad_tol: float = 1e-9,
                      lbfgs_iterations=iterations, newton_steps=steps, hessians=hessians)
 
 
-__all__ = ["FitResult", "NewtonSystem", "Objective", "fit", "flat_parameters", "load_flat"]
+__all__ = ["FitResult", "NewtonSystem", "RegularisedObjective", "fit", "flat_parameters",
+           "load_flat"]

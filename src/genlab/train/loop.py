@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from genlab.losses import correct_count, loss_value
 from genlab.settings import TrainSettings
 
 Probes = Callable[[nn.Module], Mapping[str, float]]
@@ -48,28 +48,6 @@ class TrainResult:
     @property
     def final(self) -> EvalRow:
         return self.history[-1]
-
-
-def loss_value(kind: str, output: torch.Tensor, target: torch.Tensor,
-               reduction: str = "mean") -> torch.Tensor:
-    """The training loss (see :class:`TrainSettings`), reduced by ``mean`` or ``sum``."""
-    if kind == "cross_entropy":
-        return F.cross_entropy(output, target, reduction=reduction)
-    if kind == "mse" and target.is_floating_point():  # regression: ½(f − y)²
-        per_example = 0.5 * (output.reshape(target.shape) - target).square()
-    elif kind == "mse":  # ½‖f − onehot(y)‖² per example, as in Cohen et al. 2021
-        onehot = F.one_hot(target, output.shape[1]).to(output.dtype)
-        per_example = 0.5 * (output - onehot).square().sum(dim=1)
-    elif kind == "squared_margin":  # (1 − y f)², y = ±1 from class indices {0, 1}
-        per_example = (1.0 - (2.0 * target.to(output.dtype) - 1.0) * output).square()
-    else:
-        raise ValueError(f"unknown loss {kind!r}")
-    return per_example.mean() if reduction == "mean" else per_example.sum()
-
-
-def correct_count(kind: str, output: torch.Tensor, target: torch.Tensor) -> int:
-    predicted = (output > 0).long() if kind == "squared_margin" else output.argmax(dim=1)
-    return int((predicted == target).sum().item())
 
 
 @torch.no_grad()

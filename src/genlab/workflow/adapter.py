@@ -29,8 +29,6 @@ from typing import Any
 
 import yaml
 
-DVC_YAML = "dvc.yaml"
-
 
 @dataclass(frozen=True)
 class Job:
@@ -112,9 +110,7 @@ def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[
     inputs: list[str] = []
     folder_outs = [o for o in all_outs if is_folder_output(o)]
     for dep in job.deps:
-        if dep in gate_outs or dep == DVC_YAML:
-            # the gate's stamp orders DVC's stages only; dvc.yaml is the gate's input in DVC,
-            # while the Snakefile rewrites it at parse time, which must not rerun the gate
+        if dep in gate_outs:
             continue
         enclosing = [o for o in folder_outs if _inside(dep, o)]
         if enclosing:

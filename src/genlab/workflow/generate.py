@@ -24,6 +24,8 @@ records the same in its sidecars):
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -34,7 +36,7 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
-from genlab.studies import STUDIES, experiment_module
+from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.studies.entry import StudyEntry
 from genlab.workflow.code_deps import CodeDeps
 
@@ -85,6 +87,14 @@ def enabled_analyses(config: Any) -> list[str]:
     return [name for name in ANALYSES if block is not None and getattr(block, name) is not None]
 
 
+def layout_digest(params: Params) -> str:
+    """A short hash of which studies (in order) and which of their analyses params.yaml
+    switches on: what decides dvc.yaml's list of stages."""
+    layout = [[name, enabled_analyses(config)]
+              for name, config in params.declared_studies().items()]
+    return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
+
+
 class _Builder:
     def __init__(self, params: Params, root: Path) -> None:
         self.params, self.deps = params, CodeDeps(root)
@@ -94,10 +104,11 @@ class _Builder:
 
     def stages(self) -> dict[str, Any]:
         stages: dict[str, Any] = {"check_params": {
-            "cmd": _cmd("check-params", PARAMS_FILE, "--stamp", GATE_STAMP),
-            # dvc.yaml itself: the gate checks that it is the file params.yaml generates, and
-            # DVC must rerun that check whenever either changes
-            "deps": ["dvc.yaml", *self.deps.files([*ENTRY, "genlab.stages.check_params"])],
+            # --layout: the studies and analyses this file has stages for, so that DVC reruns
+            # the gate whenever they change and the gate stops if params.yaml wants others
+            "cmd": _cmd("check-params", PARAMS_FILE, "--stamp", GATE_STAMP, "--layout",
+                        layout_digest(self.params)),
+            "deps": self.deps.files([*ENTRY, "genlab.stages.check_params"]),
             "params": ["scale", "report", "studies"],
             # persist: DVC deletes a stage's outputs before running it; an invalid file must
             # delete nothing, this stamp included (a failed check leaves dvc.lock stale)
@@ -116,7 +127,8 @@ class _Builder:
             "cmd": _cmd("report", "--params", PARAMS_FILE, "--studies",
                         *(str(paths.study_dir(s)) for s in studies), "--out", str(paths.REPORTS)),
             "deps": [GATE_STAMP, *report_deps,
-                     *self.code("report", *(experiment_module(s) for s in studies))],
+                     *self.code("report", *(figures_module(s) for s in studies),
+                               *(a.view_module for a in ANALYSES.values()))],
             "params": ["scale", "report", "studies"],
             "outs": [str(paths.REPORTS / "index.html")],
             "metrics": [str(paths.REPORTS / "claims.json")],
@@ -182,7 +194,7 @@ class _Builder:
                         *(("--analyses", str(paths.analyses_dir(name))) if analyses else ()),
                         "--out", str(study_dir)),
             "deps": [GATE_STAMP, runs, *(str(paths.analysis_dir(name, a)) for a in analyses),
-                     *self.code("aggregate", experiment)],
+                     *self.code("aggregate", claims_module(name))],
             "params": [key],
             "outs": [str(study_dir / "summary.parquet"), *(
                 str(study_dir / f"{a}_{table}.parquet")

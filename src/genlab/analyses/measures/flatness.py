@@ -15,11 +15,11 @@ network's function unchanged (up to ε).
 
     max_{‖T⁻¹ε‖ ≤ α} L(θ + ε) − L(θ) ≤ Δ,
 
-the inner maximum taken by :func:`genlab.analyses.worst_case.worst_case_sharpness` (projected
-gradient ascent on the differentiable training loss: a lower bound on the maximum, so α′ is an
-upper bound on the true radius). T = I, or T = diag(|θ| + ε) for the magnitude-aware variant.
-Jiang et al. use an ℓ∞ box |u_i| ≤ α (|u_i| ≤ α|θ_i| + ε) and the error; here the ball is ℓ₂
-(that of SAM and of the existing worst-case module) and the loss is the training loss.
+the inner maximum taken by :func:`genlab.analyses.curvature.worst_case.worst_case_sharpness`
+(projected gradient ascent on the differentiable training loss: a lower bound on the maximum, so
+α′ is an upper bound on the true radius). T = I, or T = diag(|θ| + ε) for the magnitude-aware
+variant. Jiang et al. use an ℓ∞ box |u_i| ≤ α (|u_i| ≤ α|θ_i| + ε) and the error; here the ball
+is ℓ₂ (that of SAM and of the existing worst-case module) and the loss is the training loss.
 
 **Search** (:func:`largest_below`). Both increases are non-decreasing in the radius (for σ in
 expectation; for α exactly, for the true maximum): the search doubles an upper bracket from
@@ -40,8 +40,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from genlab.analyses.sharpness import LossFn, as_dtype, check_loss_data, curvature_model
-from genlab.analyses.worst_case import worst_case_sharpness
+from genlab.analyses.curvature.hessian import LossFn, as_dtype, check_loss_data, curvature_model
+from genlab.analyses.curvature.worst_case import worst_case_sharpness
 from genlab.seeding import torch_generator
 
 PerturbationLoss = Literal["error", "loss"]
@@ -130,7 +130,7 @@ def worst_case_alpha(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor, *,
                      steps: int = 10, depth: int = 12, start: float = 1.0, seed: int = 0,
                      dtype: torch.dtype = torch.float64) -> float:
     """α′: the largest radius whose worst-case loss increase, as
-    :func:`genlab.analyses.worst_case.worst_case_sharpness` finds it with ``steps`` ascent
+    :func:`genlab.analyses.curvature.worst_case.worst_case_sharpness` finds it with ``steps`` ascent
     steps, is at most ``target`` (module docstring). ``adaptive`` scales the ball by
     T = diag(|θ| + ``eta0``). Costs about steps + 3 passes over (X, y) per evaluated radius."""
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from genlab.analyses.representations import ACTIVATION_TYPES
-from genlab.analyses.sharpness import as_dtype, curvature_model
+from genlab.analyses.curvature.hessian import as_dtype, curvature_model
+from genlab.analyses.dimension.representations import ACTIVATION_TYPES
 
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 

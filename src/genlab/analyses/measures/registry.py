@@ -31,7 +31,15 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
 
-from genlab.analyses.intrinsic_dim import TwoNN
+from genlab.analyses.curvature.hessian import (
+    LossFn,
+    curvature_model,
+    hessian_top_eigenvalues,
+    hessian_trace,
+    subsample,
+)
+from genlab.analyses.dimension.estimators import TwoNN
+from genlab.analyses.dimension.representations import layer_representations
 from genlab.analyses.measures.collapse import NeuralCollapse, neural_collapse
 from genlab.analyses.measures.flatness import pac_bayes_sigma, worst_case_alpha
 from genlab.analyses.measures.norms import (
@@ -42,14 +50,6 @@ from genlab.analyses.measures.norms import (
     margin_quantile,
     parameter_vector,
     path_norm,
-)
-from genlab.analyses.representations import layer_representations
-from genlab.analyses.sharpness import (
-    LossFn,
-    curvature_model,
-    hessian_top_eigenvalues,
-    hessian_trace,
-    subsample,
 )
 
 
@@ -424,7 +424,7 @@ def steps_to_loss(inputs: MeasureInputs) -> float:
     raise Unavailable(f"the training loss never reached {threshold:g}")
 
 
-# Curvature (genlab.analyses.sharpness), representations, rotation, sensitivity
+# Curvature (genlab.analyses.curvature.hessian), representations, rotation, sensitivity
 
 
 @register("lambda_max", "λ_max of the training-loss Hessian (Keskar et al. 2017; Lanczos)")

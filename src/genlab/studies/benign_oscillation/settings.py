@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from genlab.analyses.settings import AnalysesSettings
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import FeatureNoiseSettings
 from genlab.settings import FrozenModel, PatchNetSettings, Seed, Slug, format_float_slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from genlab.analyses.settings import AnalysesSettings
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
 from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry

@@ -6,6 +6,7 @@ from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
 from genlab.settings import FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
@@ -80,6 +81,10 @@ class InfluenceConfig(FrozenModel):
                                    "losses) whose top proponents and opponents the report shows.")
     # read by the aggregate stage alone: the train stages do not track it (cli.stage_settings)
     REPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"shown_test_points"})
+    analyses: AnalysesSettings = Field(
+        default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
+        "model on its data loss (the binary cross-entropy of the labels it was fitted to, in "
+        "float64; the L2 penalty left out, λ recorded as weight_decay); none unless set.")
     runs: dict[Slug, InfluenceRun] = Field(min_length=1, description="One line per run; the key "
                                            "is <model>-s<seed>.")
 

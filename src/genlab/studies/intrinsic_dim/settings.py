@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import ManifoldSettings, TeacherStudentSettings
 from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, TrainSettings
 from genlab.studies.entry import Resources, StudyEntry
@@ -174,6 +175,11 @@ class IntrinsicDimConfig(FrozenModel):
     subspace: SubspaceSettings
     scaling: ScalingSettings
     label_sharpness: LabelSharpnessSettings = LabelSharpnessSettings()
+    analyses: AnalysesSettings = Field(
+        default_factory=AnalysesSettings, description="Post-hoc analyses of the layers runs' "
+        "trained MLPs on the loss each minimised (layers.train's, on the labels it was trained "
+        "on); the other kinds of run save no model the analyses can load and are skipped with "
+        "that reason. None unless set.")
     runs: dict[Slug, IntrinsicDimRun] = Field(
         min_length=1, description="One line per run; the key is derived from the settings: "
         "estimate-<embedding>-s<seed>, layers-<clean|random>-s<seed>, subspace-w<width>-s<seed>, "

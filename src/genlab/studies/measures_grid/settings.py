@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
 from genlab.settings import FrozenModel, Seed, Slug, format_float_slug
 from genlab.studies.entry import Resources, StudyEntry
@@ -72,6 +73,10 @@ class MeasuresGridConfig(FrozenModel):
     data: TeacherStudentSettings = Field(description="The task, the same for every model.")
     recipe: GridRecipe
     measures: MeasuresBlock
+    analyses: AnalysesSettings = Field(
+        default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
+        "model on the loss it minimised (the cross-entropy of the teacher's labels); none unless "
+        "set.")
     runs: dict[Slug, MeasuresGridRun] = Field(
         min_length=1, description="One line per run (a grid point and a seed); the key is "
         "d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed>, '_' for the point "

@@ -6,6 +6,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
 from genlab.settings import FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
@@ -37,6 +38,11 @@ class MislabelConfig(FrozenModel):
     mlp: BinaryMLPSettings
     fit: FitSettings = FitSettings()
     methods: SelfInfluenceSettings = SelfInfluenceSettings()
+    analyses: AnalysesSettings = Field(
+        default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
+        "model on its data loss (the binary cross-entropy of the labels it was fitted to, flips "
+        "included, in float64; the L2 penalty left out, λ recorded as weight_decay); none "
+        "unless set.")
     runs: dict[Slug, MislabelRun] = Field(min_length=1, description="One line per run; the key "
                                           "is <model>-s<seed>.")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from genlab.analyses.registry import AnalysesSettings
 from genlab.settings import FrozenModel, GaussianMixtureSettings, MLPSettings, Seed, Slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
@@ -41,6 +42,10 @@ class CollapseConfig(FrozenModel):
     data: GaussianMixtureSettings
     model: MLPSettings
     recipe: CollapseRecipe
+    analyses: AnalysesSettings = Field(
+        default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
+        "model on the loss it minimised (the cross-entropy of its training labels); none unless "
+        "set.")
     runs: dict[Slug, CollapseRun] = Field(min_length=1, description="One line per run; the key "
                                           "is s<seed>.")
 

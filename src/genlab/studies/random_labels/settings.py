@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from genlab.analyses.settings import AnalysesSettings
+from genlab.analyses.registry import AnalysesSettings
 from genlab.settings import (
     FrozenModel,
     GaussianMixtureSettings,

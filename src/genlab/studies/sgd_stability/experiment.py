@@ -1,34 +1,27 @@
-"""The SGD-stability study's experiment: data, training to a target loss, the final Hessian's
-trace and top eigenvalue, claims, figures (the science is in the package docstring)."""
+"""The SGD-stability study's experiment: data, training to a target loss, the final Hessian."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import torch
 
+from genlab.analyses.curvature.hessian import hessian_top_eigenvalues, hessian_trace
+from genlab.data.teacher_student import teacher_student
+from genlab.losses import loss_value
+from genlab.models.registry import build_seeded_model, model_spec, state_tensors
+from genlab.seeding import torch_generator
 from genlab.settings import TrainSettings
-from genlab.studies.base import (
-    ClaimResult,
-    Objective,
-    RunArtifacts,
-    StudySpec,
-    Summary,
-    stack_histories,
-    training_objective,
-)
-from genlab.studies.sgd_stability.settings import CITATION, NAME, STUDY, StabilityConfig
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.sgd_stability.settings import STUDY, StabilityConfig
+from genlab.train.loop import train_classifier
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from genlab.data.dataset import Dataset
 
 
 def synthesize(config: StabilityConfig) -> Dataset:
-    from genlab.data.teacher_student import teacher_student
-
     return teacher_student(config.data)
 
 
@@ -42,9 +35,7 @@ def train_settings(config: StabilityConfig, run_name: str) -> TrainSettings:
 
 
 def objective(config: StabilityConfig, run_name: str, dataset: Dataset,
-              device: Any) -> Objective:
-    import torch
-
+              device: Any) -> TrainingObjective:
     return training_objective(torch.from_numpy(dataset.train.x).to(device),
                               torch.from_numpy(dataset.train.y.astype("float32")).to(device),
                               train_settings(config, run_name))
@@ -52,13 +43,6 @@ def objective(config: StabilityConfig, run_name: str, dataset: Dataset,
 
 def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
-    import torch
-
-    from genlab.analyses.sharpness import hessian_top_eigenvalues, hessian_trace
-    from genlab.models.registry import build_seeded_model, model_spec, state_tensors
-    from genlab.seeding import torch_generator
-    from genlab.train.loop import loss_value, train_classifier
-
     run, recipe = config.runs[run_name], config.recipe
     input_dim = dataset.train.x.shape[1]
     model = build_seeded_model("mlp", config.model, input_dim, 1, run.seed, device)
@@ -94,94 +78,10 @@ def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: 
                         metrics=metrics)
 
 
-# ---------------------------------------------------------------------------------------------
-# Claims.
-# ---------------------------------------------------------------------------------------------
-
-CLAIMS = {
-    "sgd_trace": ("A minimum SGD (batch 1) converges to has Tr H <= 2/η",
-                  "Tr H <= 1.05·(2/η) for every converged SGD run"),
-    "gd_lambda": ("A minimum GD converges to has λ_max <= 2/η",
-                  "λ_max <= 1.05·(2/η) for every converged GD run"),
-    "gd_trace": ("GD is not bound in trace: its minima can have Tr H > 2/η",
-                 "Tr H > 2/η for at least one converged GD run"),
-}
-
-
-def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
-    def runs(method: str) -> list[Mapping[str, Any]]:
-        return sorted((m for m in metrics.values() if m["method"] == method and m["converged"]),
-                      key=lambda m: (m["lr"], m["seed"]))
-
-    def label(m: Mapping[str, Any]) -> str:
-        return f"lr={m['lr']:g},seed={m['seed']}"
-
-    def claim(key: str, status: str, numbers: dict[str, Any]) -> ClaimResult:
-        text, criterion = CLAIMS[key]
-        return ClaimResult(study=NAME, claim=text, status=status,  # type: ignore[arg-type]
-                           numbers=numbers, citation=CITATION, criterion=criterion)
-
-    not_converged = sorted(f"{m['method']}:{label(m)}" for m in metrics.values()
-                           if not m["converged"])
-    sgd, gd = runs("sgd"), runs("gd")
-    out = []
-    if not sgd:
-        out.append(claim("sgd_trace", "not_run", {"reason": "no converged SGD run",
-                                                  "not_converged": not_converged}))
-    else:
-        ratios = {label(m): m["trace_over_edge"] for m in sgd}
-        out.append(claim("sgd_trace", "reproduced" if max(ratios.values()) <= 1.05
-                         else "not_reproduced",
-                         {"trace_over_edge": ratios, "not_converged": not_converged}))
-    if not gd:
-        out += [claim(k, "not_run", {"reason": "no converged GD run",
-                                     "not_converged": not_converged})
-                for k in ("gd_lambda", "gd_trace")]
-        return out
-    lam = {label(m): m["lambda_over_edge"] for m in gd}
-    out.append(claim("gd_lambda", "reproduced" if max(lam.values()) <= 1.05
-                     else "not_reproduced",
-                     {"lambda_over_edge": lam, "not_converged": not_converged}))
-    tr = {label(m): m["trace_over_edge"] for m in gd}
-    out.append(claim("gd_trace", "reproduced" if max(tr.values()) > 1.0 else "not_reproduced",
-                     {"trace_over_edge": tr}))
-    return out
-
-
-def summarize(config: StabilityConfig, metrics: Mapping[str, Mapping[str, Any]],
-              histories: Mapping[str, pa.Table]) -> Summary:
-    data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
-    return Summary(data=data, claims=tuple(check_claims(metrics)),
-                   table=stack_histories(histories, metrics))
-
-
-def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
-    import matplotlib.pyplot as plt
-
-    runs = [m for m in data["runs"].values() if m.get("trace") is not None]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
-    for method, marker in (("sgd", "o"), ("gd", "s")):
-        mine = sorted((m for m in runs if m["method"] == method), key=lambda m: m["lr"])
-        left.plot([m["lr"] for m in mine], [m["trace_over_edge"] for m in mine],
-                  marker=marker, label=method.upper())
-        right.plot([m["lr"] for m in mine], [m["lambda_over_edge"] for m in mine],
-                   marker=marker, label=method.upper())
-    for ax, title in ((left, "Tr H / (2/η)"), (right, "λ_max / (2/η)")):
-        ax.axhline(1.0, color="grey", linestyle=":", label="bound")
-        ax.set_xscale("log")
-        ax.set_xlabel("step size η")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return [("At the end of training: trace and top eigenvalue of the Hessian against 2/η", fig)]
-
 
 SPEC = StudySpec(
     entry=STUDY,
     synthesize=synthesize,
     train_run=train_run,
     objective=objective,
-    summarize=summarize,
-    figures=figures,
 )

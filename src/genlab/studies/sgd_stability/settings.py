@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from genlab.analyses.settings import AnalysesSettings
+from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
 from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry

@@ -1,0 +1,113 @@
+"""Intrinsic dimension of a network's representations, layer by layer (Ansuini et al. 2019).
+
+For a fully connected network (``model.net`` an ``nn.Sequential`` of Linear/activation layers,
+as :class:`genlab.models.mlp.MLP` builds it) the representations are the input (layer 0, whose
+ID is the data's, d_data), the output of every activation (the hidden layers) and the logits.
+Their ID is estimated by TwoNN (:class:`genlab.analyses.dimension.estimators.TwoNN`) or MLE on the
+same examples for every layer. Ansuini et al. report, for networks that generalise, an ID far
+below the layer width that rises then falls with depth, a last hidden layer whose ID tracks test
+accuracy, and no such profile for untrained or random-label networks; the analysis therefore
+also measures the same architecture at its initialisation.
+
+Duplicate representations are common (ReLU layers map many inputs to the same point, a
+saturated tanh layer rounds them together): TwoNN and MLE have no ratio at distance 0, so
+duplicates are dropped first (``duplicates="drop"``) and the count kept is recorded per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from genlab.analyses.dimension.estimators import MLE, TwoNN
+from genlab.analyses.settings import RepresentationSettings
+
+ACTIVATION_TYPES = (nn.ReLU, nn.Tanh, nn.GELU)
+
+
+@dataclass(frozen=True)
+class LayerID:
+    index: int  # 0 = the input; then each hidden layer; last = the output
+    name: str  # "input", "hidden 1", ..., "output"
+    width: int
+    dimension: float
+    n_distinct: int  # distinct representations the estimate used (duplicates dropped)
+
+
+@torch.no_grad()
+def layer_representations(model: nn.Module, X: Tensor) -> list[tuple[str, Tensor]]:
+    """(name, (n, width)) of the input, every hidden layer and the output, in eval mode; the
+    model's train/eval flags are restored. Only sequential fully connected models qualify."""
+    net = getattr(model, "net", None)
+    if not isinstance(net, nn.Sequential) or not all(
+            isinstance(m, (nn.Linear, *ACTIVATION_TYPES)) for m in net):
+        raise ValueError(f"layer-wise ID needs a sequential fully connected model (an MLP), got "
+                         f"{type(model).__name__}")
+    flags = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        h = X.to(next(model.parameters()).dtype)
+        layers = [("input", h.reshape(len(h), -1))]
+        for module in net:
+            h = module(h)
+            if isinstance(module, ACTIVATION_TYPES):
+                layers.append((f"hidden {len(layers)}", h))
+        layers.append(("output", h))
+        return layers
+    finally:
+        for module, training in flags:
+            module.training = training
+
+
+def _estimator(settings: RepresentationSettings) -> TwoNN | MLE:
+    if settings.estimator == "twonn":
+        return TwoNN(settings.discard_fraction, duplicates="drop")
+    return MLE(settings.k, duplicates="drop")
+
+
+def layer_ids(model: nn.Module, X: Tensor, settings: RepresentationSettings) -> list[LayerID]:
+    """The ID of every representation of ``X`` (all rows: subsample before calling)."""
+    result = []
+    for index, (name, h) in enumerate(layer_representations(model, X)):
+        estimator = _estimator(settings).fit(h)
+        result.append(LayerID(index=index, name=name, width=h.shape[1],
+                              dimension=float(estimator.dimension_),
+                              n_distinct=len(estimator.indices_)))
+    return result
+
+
+def layer_id_record(model: nn.Module, objective, settings: RepresentationSettings,
+                    untrained) -> tuple[dict, dict]:
+    """The ``intrinsic_dim`` entry of the analysis registry: every layer's ID of one run, trained
+    and at its seeded initialisation (``untrained()``), and, for class labels, the label
+    sharpness K_F of the labels it was trained on; its JSON record and its ``layers`` table."""
+    import pyarrow as pa
+
+    from genlab.analyses.dimension.estimators import label_sharpness
+    from genlab.seeding import subsample, torch_generator
+
+    X, y = subsample(objective.X, objective.y, settings.max_examples, settings.seed)
+    trained, init = layer_ids(model, X, settings), layer_ids(untrained(), X, settings)
+    record: dict = {
+        "status": "done", "estimator": settings.estimator, "n_examples": len(X),
+        "d_data": trained[0].dimension, "input_width": trained[0].width,
+        "last_hidden_trained": trained[-2].dimension, "last_hidden_init": init[-2].dimension,
+        "layer_ids_trained": [layer.dimension for layer in trained],
+        "layer_ids_init": [layer.dimension for layer in init],
+    }
+    if not objective.y.is_floating_point():  # classification: K_F of the labels trained on
+        sharp = label_sharpness(objective.X, objective.y, settings.label_sharpness_samples,
+                                torch_generator(settings.seed, "intrinsic_dim", "label-sharpness",
+                                                device=objective.X.device.type))
+        record |= {"label_sharpness": sharp.value, "label_sharpness_samples": sharp.num_samples,
+                   "label_sharpness_input_rms": sharp.input_rms}
+    table = pa.table({
+        "layer": [layer.index for layer in trained], "name": [layer.name for layer in trained],
+        "width": [layer.width for layer in trained],
+        "id_trained": [layer.dimension for layer in trained],
+        "id_init": [layer.dimension for layer in init],
+        "distinct_trained": [layer.n_distinct for layer in trained],
+        "distinct_init": [layer.n_distinct for layer in init]})
+    return record, {"layers": table}

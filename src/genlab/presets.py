@@ -1,0 +1,143 @@
+"""``genlab preset NAME [--out FILE]``: a size preset's full params file.
+
+``params.yaml`` is the ``default`` preset and the one full config. ``workflow/presets/<name>.yaml``
+holds only what a preset changes (its ``scale:``, its sizes, its run grids), and this module merges
+it onto ``params.yaml`` (:func:`merge`): mappings merge key by key, any other value replaces, a
+``runs:`` block replaces the base's grid whole, and a key that ``params.yaml`` does not have is an
+error naming its path, so a typo cannot add a key silently. :func:`preset_text` writes the merged
+file with ``params.yaml``'s comments and key order (ruamel.yaml round trip) and validates it.
+``genlab preset paper --out params.yaml`` switches presets; ``git checkout params.yaml`` goes back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from genlab.config import ParamsError, format_key_path, parse_yaml, validate_params
+
+PRESETS_DIR = Path("workflow/presets")
+"""Where the presets' override files live, relative to the project root."""
+BASE = Path("params.yaml")
+REPLACED = "runs"
+"""A mapping under this key replaces the base's whole: a preset's grid of runs is its own."""
+GENERATED = "# GENERATED from params.yaml + workflow/presets/{name}.yaml by `genlab preset {name}`"
+HEADER = (GENERATED + "\n"
+          "# (`--out FILE` writes it): edit those two files, not this one, and regenerate.\n"
+          "# Validate with `genlab check-params`; schema: workflow/schemas/params.schema.json.\n")
+_NAME = re.compile(r"[\w-]+")
+
+
+class PresetError(ParamsError):
+    """A preset that cannot be merged: no such preset, bad YAML or a key params.yaml lacks."""
+
+
+def merge(base: dict, overrides: dict, path: tuple[Any, ...] = ()) -> dict:
+    """``base`` with ``overrides`` applied, as a new mapping of ``base``'s type (neither input is
+    modified). Mappings merge recursively, every other value replaces, a ``runs:`` mapping
+    replaces the base's runs whole; an override key that ``base`` does not have raises
+    :class:`PresetError` naming its key path (``path`` is the key path of ``base`` itself)."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        where = (*path, key)
+        if key not in merged:
+            allowed = ", ".join(str(k) for k in merged)
+            raise PresetError(f"{format_key_path(where)}: not a key of params.yaml (a preset only "
+                              f"overrides existing keys; allowed here: {allowed})")
+        if key != REPLACED and isinstance(value, Mapping) and isinstance(merged[key], Mapping):
+            merged[key] = merge(merged[key], value, where)
+        else:
+            merged[key] = copy.deepcopy(value)
+            if key == REPLACED:
+                _carry_comment(overrides, merged, key)
+    return merged
+
+
+def _carry_comment(source: Any, target: Any, key: Any) -> None:
+    """The comment after ``key:`` in ``source`` (a ruamel mapping) replaces ``target``'s: a
+    preset's runs carry the preset's note on them, if it has one."""
+    token = getattr(source, "ca", None) and (source.ca.items.get(key) or [None] * 4)[2]
+    if token is None or not token.value.lstrip().startswith("#") or not hasattr(target, "ca"):
+        return
+    slots = target.ca.items.setdefault(key, [None] * 4)
+    slots[2] = copy.deepcopy(token)
+
+
+def _round_trip() -> YAML:
+    # round trip, a safe loader: comments, key order, flow style and folded strings are kept
+    rt = YAML(typ="rt")
+    rt.width = 4096  # never re-wrap a flow mapping (ruamel's wrapping is not params.yaml's)
+    rt.preserve_quotes = True
+    return rt
+
+
+def _load(rt: YAML, path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PresetError(f"{path}: no such file") from None
+    try:
+        data = rt.load(text)
+    except YAMLError as exc:
+        raise PresetError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise PresetError(f"{path}: the top level must be a mapping of keys")
+    return data
+
+
+def available(root: Path = Path(".")) -> list[str]:
+    return sorted(p.stem for p in (root / PRESETS_DIR).glob("*.yaml"))
+
+
+def preset_text(name: str, root: Path = Path(".")) -> str:
+    """The full params file of preset ``name``: ``root/params.yaml`` with
+    ``root/workflow/presets/<name>.yaml``'s overrides applied, as YAML text that keeps
+    params.yaml's comments and key order under a header saying it is generated. Raises
+    :class:`PresetError` (a :class:`ParamsError`) if the merge or the validation fails."""
+    root = Path(root)
+    source = root / PRESETS_DIR / f"{name}.yaml"
+    if not _NAME.fullmatch(name) or not source.is_file():
+        raise PresetError(f"no preset {name!r} in {root / PRESETS_DIR}; available: "
+                          f"{', '.join(available(root)) or 'none'}")
+    base_path = root / BASE
+    if base_path.is_file() and base_path.read_text(encoding="utf-8").startswith(
+            GENERATED.split("{", 1)[0]):
+        raise PresetError(f"{base_path} is itself a generated preset: restore the default one "
+                          "(`git checkout params.yaml`) before generating another")
+    rt = _round_trip()
+    base, overrides = _load(rt, base_path), _load(rt, source)
+    try:
+        merged = merge(base, overrides)
+    except PresetError as exc:
+        raise PresetError(f"{source}: {exc}") from None
+    buffer = io.StringIO()
+    rt.dump(merged, buffer)
+    # params.yaml's own header describes params.yaml (the default preset): the header replaces it
+    lines = buffer.getvalue().splitlines(keepends=True)
+    while lines and (lines[0].startswith("#") or not lines[0].strip()):
+        lines.pop(0)
+    text = HEADER.format(name=name) + "".join(lines)
+    validate_params(parse_yaml(text, f"preset {name}"), f"preset {name}")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    """``genlab preset NAME [--out FILE]``: print the preset's full params file, or write it."""
+    text = preset_text(args.name)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    from genlab.io import write_text
+
+    write_text(args.out, text)
+    print(f"{args.out}: the {args.name} preset (params.yaml + {PRESETS_DIR / args.name}.yaml)")
+    return 0

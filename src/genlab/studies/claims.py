@@ -1,0 +1,92 @@
+"""The claims every study checks, and the one place their verdicts are decided.
+
+A study declares its literature claims in a table (:func:`declare`: key -> :class:`Claim`, in the
+order the report lists them), works out from its summary whether each holds, and hands the
+verdict with the numbers behind it to :func:`decide`, which alone turns it into a
+:class:`~genlab.studies.base.ClaimResult` and its status:
+
+- one verdict: ``True`` reproduced, ``False`` not reproduced, ``None`` not run (the claim could
+  not be checked: a reason is required, as ``reason=`` or as the numbers' own ``"reason"``);
+- per-unit verdicts (a list, or a mapping label -> verdict: "at every step size", "in every
+  seed"): the claim must hold in every unit. Every unit holds: reproduced; a unit fails:
+  not reproduced, even when other units could not be checked (``None``); otherwise (no unit,
+  or only holding and unchecked units) not run. ``every_unit_checked=True`` is stricter: any
+  unchecked unit leaves the claim not run, even beside a failing one.
+
+A claim's ``kind`` says how its verdict is read; today every claim is ``"point"`` (a point
+estimate against a threshold). Room for intervals and controls: a new kind, decided here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from genlab.studies.base import ClaimResult, ClaimStatus
+
+ClaimKind = Literal["point"]
+"""How a claim's verdict is read: ``"point"``, a point estimate against a threshold."""
+
+Verdict = bool | None
+"""Whether a claim (or one unit of it) holds; None: it could not be checked."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One literature claim, as a study declares it and the report shows it."""
+
+    study: str
+    key: str  # the claim's name within its study
+    text: str  # the claim, in words
+    criterion: str  # the pass criterion, in words
+    citation: str
+    kind: ClaimKind = "point"
+
+
+def declare(study: str, citation: str | Mapping[str, str],
+            claims: Mapping[str, tuple[str, str]]) -> dict[str, Claim]:
+    """A study's claim table: ``claims`` is key -> (text, criterion), in report order;
+    ``citation`` is the study's one citation, or key -> citation."""
+    return {key: Claim(study=study, key=key, text=text, criterion=criterion,
+                       citation=citation if isinstance(citation, str) else citation[key])
+            for key, (text, criterion) in claims.items()}
+
+
+def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Verdict],
+           numbers: Mapping[str, Any], *, reason: str | None = None,
+           every_unit_checked: bool = False) -> ClaimResult:
+    """The result of checking ``claim``: its status from ``verdict`` (see the module doc), with
+    ``numbers``, and ``reason`` appended to them as ``"reason"`` when given.
+
+    A single ``None`` verdict needs a reason (``reason=`` or ``numbers["reason"]``)."""
+    if claim.kind != "point":
+        raise ValueError(f"claim {claim.study}/{claim.key}: unknown kind {claim.kind!r}")
+    if reason is not None:
+        if "reason" in numbers:
+            raise ValueError(f"claim {claim.study}/{claim.key}: two reasons")
+        numbers = {**numbers, "reason": reason}
+    if isinstance(verdict, Mapping | list | tuple):
+        units = list(verdict.values()) if isinstance(verdict, Mapping) else list(verdict)
+        status = _every_unit(units, every_unit_checked)
+    elif verdict is None:
+        if "reason" not in numbers:
+            raise ValueError(f"claim {claim.study}/{claim.key}: not run without a reason")
+        status = "not_run"
+    else:
+        status = "reproduced" if verdict else "not_reproduced"
+    return ClaimResult(study=claim.study, claim=claim.text, status=status, numbers=numbers,
+                       citation=claim.citation, criterion=claim.criterion)
+
+
+def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:
+    """The status of a claim that must hold in every unit."""
+    unchecked = any(v is None for v in units)
+    if not units or (every_unit_checked and unchecked):
+        return "not_run"
+    if any(v is not None and not v for v in units):
+        return "not_reproduced"
+    return "not_run" if unchecked else "reproduced"
+
+
+__all__ = ["Claim", "ClaimKind", "Verdict", "declare", "decide"]
