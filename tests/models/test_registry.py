@@ -31,6 +31,21 @@ def test_save_and_reload_is_exact(tmp_path: Path, tiny_mlp: MLPSettings) -> None
     torch.testing.assert_close(back(x), model(x), rtol=0, atol=0)
 
 
+def test_float64_weights_reload_in_float64(tmp_path: Path, tiny_mlp: MLPSettings) -> None:
+    """A model trained in float64 (the binary influence models) comes back in float64: loading
+    into the float32 module build_model makes would round every weight."""
+    torch.manual_seed(0)
+    model = build_model("mlp", tiny_mlp, 5, 3).double()
+    with torch.no_grad():
+        model.net[0].weight[0, 0] = 1 + 2**-40  # not representable in float32
+    save_weights(model, tmp_path / "model.safetensors")
+    back = load_model(model_spec("mlp", tiny_mlp, 5, 3), tmp_path / "model.safetensors")
+    assert all(p.dtype == torch.float64 for p in back.parameters())
+    assert back.net[0].weight[0, 0].item() == 1 + 2**-40
+    x = torch.randn(11, 5, dtype=torch.float64)
+    torch.testing.assert_close(back(x), model(x), rtol=0, atol=0)
+
+
 def test_truncated_checkpoint_is_named(tmp_path: Path, tiny_mlp: MLPSettings) -> None:
     path = tmp_path / "model.safetensors"
     save_weights(build_model("mlp", tiny_mlp, 5, 3), path)

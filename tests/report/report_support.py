@@ -4,7 +4,6 @@ folder of stage logs)."""
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from pathlib import Path
 
@@ -40,18 +39,10 @@ def report_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     summary) and logs/; returns the workspace root."""
     import genlab.studies
 
-    # genlab.report.collect imports the loader of a study's figures from genlab.studies when it
-    # runs: load_figures(name).figures where the study has a figures module, else
-    # load_study(name).figures
-    if hasattr(genlab.studies, "load_figures"):
-        real, fake = genlab.studies.load_figures, types.SimpleNamespace(figures=_figures)
-        monkeypatch.setattr(genlab.studies, "load_figures",
-                            lambda name: fake if name == PRESENT else real(name))
-    else:
-        real = genlab.studies.load_study
-        spec = dataclasses.replace(real(PRESENT), figures=_figures)
-        monkeypatch.setattr(genlab.studies, "load_study",
-                            lambda name: spec if name == PRESENT else real(name))
+    # genlab.report.collect imports the loader of a study's figures when it runs
+    real, fake = genlab.studies.load_figures, types.SimpleNamespace(figures=_figures)
+    monkeypatch.setattr(genlab.studies, "load_figures",
+                        lambda name: fake if name == PRESENT else real(name))
     (tmp_path / "params.yaml").write_text(ci_params_text())
     study = tmp_path / "data" / PRESENT
     write_json(study / "summary.json", {

@@ -210,7 +210,7 @@ def test_the_analyses_objective_is_the_data_loss_the_fit_minimised(tmp_path) -> 
     from genlab.analyses.registry import ANALYSES
     from genlab.analyses.settings import SharpnessSettings
     from genlab.io import write_safetensors
-    from genlab.stages.analyze import trained_model
+    from genlab.models.registry import load_model
 
     cfg, results = tiny()
     dataset = SPEC.synthesize(cfg)
@@ -223,7 +223,7 @@ def test_the_analyses_objective_is_the_data_loss_the_fit_minimised(tmp_path) -> 
                 objective.lr) == (0.05, None, 0.0, 1.0)
         weights = tmp_path / f"{name}.safetensors"
         spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
-        model = trained_model(spec, weights, objective, CPU)
+        model = load_model(spec, weights).to(CPU)
         assert all(torch.equal(v, result.weights[k]) for k, v in model.state_dict().items())
         params = [p for p in model.parameters() if p.requires_grad]
         loss = objective.loss_fn(model(objective.X), objective.y)

@@ -25,7 +25,7 @@ from genlab.studies.intrinsic_dim.claims import (
     power_law_exponent,
     summarize,
 )
-from genlab.studies.intrinsic_dim.experiment import SPEC, layer_dimensions, representations
+from genlab.studies.intrinsic_dim.experiment import SPEC, layer_dimensions
 from genlab.studies.intrinsic_dim.settings import (
     EstimateRun,
     IntrinsicDimConfig,
@@ -246,21 +246,17 @@ def test_summary_without_runs_of_a_kind_leaves_its_claims_not_run() -> None:
 # ------------------------------------------------------------------------- representations
 
 
-def test_representations_follow_the_mlp_layers() -> None:
+def test_layer_dimensions_follow_the_mlp_layers() -> None:
     from genlab.models.registry import build_seeded_model
     from genlab.settings import MLPSettings
 
     model = build_seeded_model("mlp", MLPSettings(hidden=(12, 7), activation="relu"), 5, 3, 0)
     x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
-    reps = representations(model, x)
-    assert [name for name, _ in reps] == ["input", "hidden1", "hidden2", "output"]
-    assert [h.shape[1] for _, h in reps] == [5, 12, 7, 3]
-    assert torch.equal(reps[-1][1], model(x).detach())
-    assert bool((reps[1][1] >= 0).all())  # after the ReLU
     model.train()
     rows = layer_dimensions(model, x, 0.1)
     assert model.training  # flags restored
-    assert [r["layer"] for r in rows] == ["input", "hidden1", "hidden2", "output"]
+    assert [r["layer"] for r in rows] == ["input", "hidden 1", "hidden 2", "output"]
+    assert [r["width"] for r in rows] == [5, 12, 7, 3]
 
 
 # ----------------------------------------------------------------------- tiny runs end to end
@@ -302,7 +298,7 @@ def test_every_kind_of_run_end_to_end(tiny, tmp_path) -> None:
         "twonn", "mle", "mle_mean", "mle_pope"}
 
     true, random = results["layers-clean-s0"].metrics, results["layers-random-s0"].metrics
-    assert true["layers"] == ["input", "hidden1", "hidden2", "output"]
+    assert true["layers"] == ["input", "hidden 1", "hidden 2", "output"]
     assert true["id_init"] == random["id_init"]  # same seed, same initialisation
     assert true["id_init"][0] == true["id_trained"][0]  # the input layer does not train
     assert true["last_hidden_id"] == true["id_trained"][-2]
@@ -377,7 +373,8 @@ def test_the_analyses_objective_is_the_layers_runs_training_loss(tiny, tmp_path)
     from genlab.analyses.registry import ANALYSES
     from genlab.analyses.settings import SharpnessSettings
     from genlab.io import write_safetensors
-    from genlab.stages.analyze import no_model_reason, trained_model
+    from genlab.models.registry import load_model
+    from genlab.stages.analyze import no_model_reason
 
     cfg, results = tiny
     dataset = SPEC.synthesize(cfg)
@@ -391,7 +388,7 @@ def test_the_analyses_objective_is_the_layers_runs_training_loss(tiny, tmp_path)
                 objective.weight_decay) == (0.01, 0.0, 50, 0.0)
         weights = tmp_path / f"{name}.safetensors"
         spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
-        model = trained_model(spec, weights, objective, CPU)
+        model = load_model(spec, weights).to(CPU)
         with torch.no_grad():
             losses[name] = objective.loss_fn(model(objective.X), objective.y).item()
         assert losses[name] == pytest.approx(result.history.column("train_loss")[-1].as_py(),

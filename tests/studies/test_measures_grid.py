@@ -316,7 +316,7 @@ def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
     from genlab.analyses.registry import ANALYSES
     from genlab.analyses.settings import SharpnessSettings
     from genlab.io import write_safetensors
-    from genlab.stages.analyze import trained_model
+    from genlab.models.registry import load_model
 
     name = "d1-w16-lr0_2-b20-wd0_001-s0"
     cfg = config(grid_runs([1], [16], [0.2], [20], [1e-3], [0]))
@@ -326,7 +326,7 @@ def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
     objective = SPEC.objective(cfg, name, dataset, cpu)
     weights = tmp_path / "model.safetensors"
     spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
-    model = trained_model(spec, weights, objective, cpu)
+    model = load_model(spec, weights).to(cpu)
     with torch.no_grad():
         loss = objective.loss_fn(model(objective.X), objective.y).item()
     assert loss == pytest.approx(result.history.column("train_loss")[-1].as_py(), rel=1e-6)

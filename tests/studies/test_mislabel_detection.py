@@ -164,7 +164,7 @@ def test_the_analyses_objective_is_the_data_loss_the_fit_minimised(tmp_path) -> 
     from genlab.analyses.registry import ANALYSES
     from genlab.analyses.settings import SharpnessSettings
     from genlab.io import write_safetensors
-    from genlab.stages.analyze import trained_model
+    from genlab.models.registry import load_model
 
     cfg, results = tiny()
     dataset = SPEC.synthesize(cfg)
@@ -181,7 +181,7 @@ def test_the_analyses_objective_is_the_data_loss_the_fit_minimised(tmp_path) -> 
                 objective.lr) == (l2[name], None, 0.0, 1.0)
         weights = tmp_path / f"{name}.safetensors"
         spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
-        model = trained_model(spec, weights, objective, CPU)
+        model = load_model(spec, weights).to(CPU)
         assert all(p.dtype == torch.float64 for p in model.parameters())
         params = [p for p in model.parameters() if p.requires_grad]
         loss = objective.loss_fn(model(objective.X), objective.y)

@@ -242,11 +242,11 @@ def test_the_probe_of_a_blown_up_model_is_nan_not_an_error() -> None:
 def as_analysed(result, objective, folder):
     """The run's model as the analyze stage loads it, from the weights train_run made."""
     from genlab.io import write_safetensors
-    from genlab.stages.analyze import trained_model
+    from genlab.models.registry import load_model
 
     weights = folder / "model.safetensors"
     spec = {**result.model_spec, "weights_sha256": write_safetensors(weights, result.weights)}
-    return trained_model(spec, weights, objective, torch.device("cpu"))
+    return load_model(spec, weights).to(torch.device("cpu"))
 
 
 def sharpness_record(model, objective) -> dict:

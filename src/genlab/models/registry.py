@@ -92,9 +92,13 @@ def seeded_model_from_spec(spec: dict[str, Any], seed: int,
 
 def load_model(spec: dict[str, Any], weights: str | Path) -> nn.Module:
     """Rebuild from a model.json dict and load the safetensors weights (strict: every key),
-    after checking them against the spec's ``weights_sha256`` where it records one."""
+    after checking them against the spec's ``weights_sha256`` where it records one. The module
+    takes the weights' floating dtype (a model trained in float64 is not rounded to float32)."""
     model = build_model(*_spec_args(spec))
     state = read_safetensors(weights, spec.get("weights_sha256"))
+    dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
+    if len(dtypes) == 1:
+        model = model.to(dtypes.pop())
     model.load_state_dict(state, strict=True)
     return model.eval()
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from pathlib import Path
 from typing import Any
 
 from genlab.analyses.registry import ANALYSES
 from genlab.config import ParamsError
 from genlab.device import configure_torch, describe_device, resolve_device
-from genlab.io import read_json, read_safetensors, write_json, write_parquet
+from genlab.io import read_json, write_json, write_parquet
 from genlab.models.registry import MODELS, load_model, seeded_model_from_spec
 from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
 
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             if objective is None:  # no trained network to analyse
                 record, tables = {"status": "skipped", "reason": no_model_reason(model_json)}, {}
             else:
-                model = trained_model(model_json, folder / "model.safetensors", objective, device)
+                model = load_model(model_json, folder / "model.safetensors").to(device)
                 dtype = next(model.parameters()).dtype
 
                 def untrained(spec_=model_json, seed=config.runs[run_id].seed, dtype=dtype):
@@ -67,20 +66,6 @@ def run(args: argparse.Namespace) -> int:
         log.info("%s of %s/%s: %s in %.1fs", args.analysis, args.study, run_id,
                  record.get("status", "done"), time.perf_counter() - t0)
     return 0
-
-
-def trained_model(model_json: dict[str, Any], weights: Path, objective: Any, device: Any):
-    """The run's model as :func:`load_model` rebuilds it, on ``device``, in the dtype of the
-    objective's inputs where they are floating point: load_model's module is float32, and a
-    model trained in float64 (the binary models of :mod:`genlab.train.binary`) has its weights
-    loaded into a float64 module instead, so that none is rounded and the model takes the
-    objective's inputs as they are."""
-    model = load_model(model_json, weights)
-    X = objective.X
-    if X.is_floating_point() and any(p.dtype != X.dtype for p in model.parameters()):
-        model.to(X.dtype).load_state_dict(
-            read_safetensors(weights, model_json.get("weights_sha256")), strict=True)
-    return model.to(device)
 
 
 def no_model_reason(model_json: dict[str, Any]) -> str:

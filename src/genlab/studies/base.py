@@ -118,9 +118,11 @@ class StudySpec:
     at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
     Present exactly when the entry is ``grouped``; a killed group restarts from scratch: the
     engine has no checkpoints."""
-    objective: Callable[[Any, str, Dataset, Any], TrainingObjective] | None = None
+    objective: Callable[[Any, str, Dataset, Any], TrainingObjective | None] | None = None
     """(study settings, run id, dataset, torch device) -> the run's training loss, which the
-    post-hoc analyses need; present exactly when the settings have an ``analyses`` block."""
+    post-hoc analyses need, or None for a run with no trained network to analyse (the analyses
+    skip it, with the reason its model.json gives); present exactly when the settings have an
+    ``analyses`` block."""
 
     def __post_init__(self) -> None:
         if self.entry.grouped != (self.train_group is not None):

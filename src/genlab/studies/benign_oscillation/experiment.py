@@ -91,9 +91,4 @@ def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, 
                         metrics=metrics)
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

@@ -89,8 +89,4 @@ def train_run(config: DoubleDescentConfig, run_name: str, dataset: Dataset, devi
     return RunArtifacts(weights=tensors, model_spec=spec, history=table, metrics=metrics)
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run)

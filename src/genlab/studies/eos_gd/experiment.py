@@ -94,9 +94,4 @@ def edge_statistics(rows: list[Mapping[str, Any]], lr: float) -> dict[str, Any]:
             "ratio_min_after": float(after.min()), "ratio_max_after": float(after.max())}
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

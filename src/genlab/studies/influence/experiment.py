@@ -32,6 +32,7 @@ from genlab.data.logistic_teacher import logistic_teacher
 from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.seeding import derive_seed, torch_generator
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective
+from genlab.studies.binary import binary_objective
 from genlab.studies.influence.settings import STUDY, InfluenceConfig, MethodSettings
 from genlab.train.binary import (
     Problem,
@@ -266,25 +267,9 @@ def train_run(config: InfluenceConfig, run_name: str, dataset: Dataset, device: 
 
 def objective(config: InfluenceConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
-    """The data loss the run minimised: the mean binary cross-entropy of its logit on the labels
-    it was fitted to (the teacher's, data.flip_fraction of them flipped), in float64 as it was
-    trained (:mod:`genlab.train.binary`). The fit minimised that plus (λ/2)‖θ‖²: the penalty is
-    left out, λ recorded as ``weight_decay`` (so that at a converged fit the data loss's
-    gradient is −λθ); its ``train_loss`` metric is this data loss. The fit is full batch
-    (L-BFGS, then Newton steps) and has no step size or momentum of its own: ``lr`` is 1,
-    Newton's unit step, so the threshold (2 + 2β)/η = 2 that the sharpness analysis prints
-    beside the curvature does not describe this optimizer."""
-    run = config.runs[run_name]
-    labels, _ = corrupt_labels(dataset.train, config.data.flip_fraction)
-    problem = Problem.from_dataset(dataset, labels, device)
-    _, _, l2 = model_settings(run.model, config.logistic, config.mlp)
-    return TrainingObjective(X=problem.X, y=problem.y, loss_fn=loss_function(LOSS), lr=1.0,
-                             momentum=0.0, batch_size=None, weight_decay=l2)
+    """The data loss the run minimised (:func:`genlab.studies.binary.binary_objective`)."""
+    return binary_objective(dataset, config.data.flip_fraction, config.runs[run_name].model,
+                            config.logistic, config.mlp, device)
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

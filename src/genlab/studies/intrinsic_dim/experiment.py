@@ -9,6 +9,7 @@ import pyarrow as pa
 import torch
 
 from genlab.analyses.dimension.estimators import MLE, TwoNN, label_sharpness
+from genlab.analyses.dimension.representations import layer_representations
 from genlab.analyses.dimension.subspace import d_int90, train_in_subspace
 from genlab.data.dataset import corrupt_labels
 from genlab.data.manifolds import ManifoldSettings, manifold
@@ -89,37 +90,16 @@ def _train_estimate(config: IntrinsicDimConfig, run: EstimateRun, device: Any) -
                         metrics=metrics)
 
 
-def representations(model: Any, x: Any) -> list[tuple[str, Any]]:
-    """(name, activations) of ``x`` through a :class:`genlab.models.mlp.MLP`: the input, each
-    hidden layer after its nonlinearity (``hidden1`` …), and the logits (``output``)."""
-    out = [("input", x)]
-    layers = list(model.net)
-    h = x
-    with torch.no_grad():
-        hidden = 0
-        for index, layer in enumerate(layers):
-            h = layer(h)
-            if index == len(layers) - 1:
-                out.append(("output", h))
-            elif not isinstance(layer, torch.nn.Linear):
-                hidden += 1
-                out.append((f"hidden{hidden}", h))
-    return out
-
-
 def layer_dimensions(model: Any, x: Any, discard: float) -> list[dict[str, Any]]:
-    """TwoNN of each representation of ``x`` (model in eval mode, flags restored)."""
-    was_training = model.training
-    model.eval()
-    try:
-        rows = []
-        for depth, (name, h) in enumerate(representations(model, x)):
-            fit = TwoNN(discard, duplicates="drop").fit(h)
-            rows.append({"depth": depth, "layer": name, "width": int(h.shape[1]),
-                         "twonn": fit.dimension_, "n_points": int(h.shape[0]) - fit.n_duplicates_})
-        return rows
-    finally:
-        model.train(was_training)
+    """TwoNN of each representation of ``x`` (:func:`genlab.analyses.dimension.representations.
+    layer_representations`: the input, each hidden layer after its nonlinearity, the logits; in
+    eval mode, flags restored)."""
+    rows = []
+    for depth, (name, h) in enumerate(layer_representations(model, x)):
+        fit = TwoNN(discard, duplicates="drop").fit(h)
+        rows.append({"depth": depth, "layer": name, "width": int(h.shape[1]),
+                     "twonn": fit.dimension_, "n_points": int(h.shape[0]) - fit.n_duplicates_})
+    return rows
 
 
 def _layers_labels(dataset: Dataset, run: LayersRun) -> tuple[np.ndarray, np.ndarray]:
@@ -299,9 +279,4 @@ def objective(config: IntrinsicDimConfig, run_name: str, dataset: Dataset,
                               torch.from_numpy(labels).to(device), config.layers.train)
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

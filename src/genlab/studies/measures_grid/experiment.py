@@ -192,11 +192,5 @@ def train_group(config: MeasuresGridConfig, run_names: Sequence[str], dataset: D
     return {name: artifacts[name] for name in run_names}
 
 
-
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    train_group=train_group,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize,
+                 train_run=train_run, train_group=train_group, objective=objective)

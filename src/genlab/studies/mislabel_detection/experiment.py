@@ -18,6 +18,7 @@ from genlab.data.logistic_teacher import logistic_teacher
 from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective
+from genlab.studies.binary import binary_objective
 from genlab.studies.mislabel_detection.settings import (
     STUDY,
     MislabelConfig,
@@ -142,25 +143,9 @@ def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: A
 
 def objective(config: MislabelConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
-    """The data loss the run minimised: the mean binary cross-entropy of its logit on the labels
-    it was fitted to (data.flip_fraction of them flipped), in float64 as it was trained
-    (:mod:`genlab.train.binary`). The fit minimised that plus (λ/2)‖θ‖²: the penalty is left
-    out, λ recorded as ``weight_decay`` (so that at a converged fit the data loss's gradient is
-    −λθ). The fit is full batch
-    (L-BFGS, then Newton steps) and has no step size or momentum of its own: ``lr`` is 1,
-    Newton's unit step, so the threshold (2 + 2β)/η = 2 that the sharpness analysis prints
-    beside the curvature does not describe this optimizer."""
-    run = config.runs[run_name]
-    labels, _ = corrupt_labels(dataset.train, config.data.flip_fraction)
-    problem = Problem.from_dataset(dataset, labels, device)
-    _, _, l2 = model_settings(run.model, config.logistic, config.mlp)
-    return TrainingObjective(X=problem.X, y=problem.y, loss_fn=loss_function(LOSS), lr=1.0,
-                             momentum=0.0, batch_size=None, weight_decay=l2)
+    """The data loss the run minimised (:func:`genlab.studies.binary.binary_objective`)."""
+    return binary_objective(dataset, config.data.flip_fraction, config.runs[run_name].model,
+                            config.logistic, config.mlp, device)
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

@@ -136,9 +136,4 @@ def terminal_phase_statistics(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

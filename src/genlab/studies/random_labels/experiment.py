@@ -92,10 +92,5 @@ def train_group(config: RandomLabelsConfig, run_names: Sequence[str], dataset: D
             in zip(run_names, runs, models, results, drawn, strict=True)}
 
 
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    train_group=train_group,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize,
+                 train_run=train_run, train_group=train_group, objective=objective)

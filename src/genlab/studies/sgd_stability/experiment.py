@@ -78,10 +78,4 @@ def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: 
                         metrics=metrics)
 
 
-
-SPEC = StudySpec(
-    entry=STUDY,
-    synthesize=synthesize,
-    train_run=train_run,
-    objective=objective,
-)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)
