@@ -73,6 +73,15 @@ def training_objective(X: Any, y: Any, settings: Any) -> TrainingObjective:
                              weight_decay=settings.weight_decay)
 
 
+def array_objective(x: Any, y: Any, settings: Any, device: Any) -> TrainingObjective:
+    """:func:`training_objective` of training arrays (numpy, as a Dataset holds them), on
+    ``device``."""
+    import torch
+
+    return training_objective(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device),
+                              settings)
+
+
 @dataclass(frozen=True)
 class Summary:
     """A study's aggregate: JSON-able numbers and claim results, plus a long table for figures."""

@@ -12,7 +12,7 @@ from genlab.data.feature_noise import STRONG, WEAK_ONLY, feature_noise
 from genlab.models.registry import build_seeded_model, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.settings import TrainSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.benign_oscillation.settings import STUDY, BenignOscillationConfig
 from genlab.train.loop import train_classifier
 
@@ -34,9 +34,8 @@ def train_settings(config: BenignOscillationConfig, run_name: str) -> TrainSetti
 
 def objective(config: BenignOscillationConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
-    return training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(dataset.train.y).to(device),
-                              train_settings(config, run_name))
+    return array_objective(dataset.train.x, dataset.train.y,
+                           train_settings(config, run_name), device)
 
 
 def train_run(config: BenignOscillationConfig, run_name: str, dataset: Dataset, device: Any,

@@ -17,7 +17,7 @@ from genlab.data.teacher_student import teacher_student
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.settings import MLPSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.intrinsic_dim.settings import (
     STUDY,
     EstimateRun,
@@ -275,8 +275,7 @@ def objective(config: IntrinsicDimConfig, run_name: str, dataset: Dataset,
     if not isinstance(run, LayersRun):
         return None
     labels, _ = _layers_labels(dataset, run)
-    return training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(labels).to(device), config.layers.train)
+    return array_objective(dataset.train.x, labels, config.layers.train, device)
 
 
 SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)

@@ -29,7 +29,7 @@ from genlab.models.registry import (
 )
 from genlab.seeding import torch_generator
 from genlab.settings import MLPSettings, TrainSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.measures_grid.settings import (
     STUDY,
     MeasuresBlock,
@@ -75,9 +75,8 @@ def objective(config: MeasuresGridConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
     """The loss the run minimised: the cross-entropy of the teacher's training labels, with the
     run's own step size (constant), batch size and weight decay and the recipe's momentum."""
-    return training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(dataset.train.y).to(device),
-                              train_settings(config, config.runs[run_name]))
+    return array_objective(dataset.train.x, dataset.train.y,
+                           train_settings(config, config.runs[run_name]), device)
 
 
 def measure_settings(block: MeasuresBlock) -> MeasureSettings:

@@ -18,7 +18,7 @@ from genlab.data.gaussian_mixture import gaussian_mixture
 from genlab.models.registry import build_seeded_model, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.settings import TrainSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.neural_collapse.settings import STUDY, CollapseConfig, CollapseRecipe
 from genlab.train.loop import lr_factor, train_classifier
 
@@ -99,8 +99,7 @@ def objective(config: CollapseConfig, run_name: str, dataset: Dataset,
     is asked), so it is the step size the trained weights were last updated with, the one whose
     stability threshold their curvature is compared with."""
     settings = train_settings(config.recipe)
-    loss = training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(dataset.train.y).to(device), settings)
+    loss = array_objective(dataset.train.x, dataset.train.y, settings, device)
     return dataclasses.replace(loss, lr=settings.lr * lr_factor(settings, settings.max_steps))
 
 

@@ -13,7 +13,7 @@ from genlab.data.dataset import corrupt_labels
 from genlab.data.gaussian_mixture import gaussian_mixture
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.random_labels.settings import STUDY, RandomLabelsConfig, RandomLabelsRun
 from genlab.train.ensemble import train_classifier_ensemble
 from genlab.train.loop import train_classifier
@@ -68,8 +68,7 @@ def train_run(config: RandomLabelsConfig, run_name: str, dataset: Dataset, devic
 def objective(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
     labels, _ = _training_labels(dataset, config.runs[run_name])
-    return training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(labels).to(device), config.train)
+    return array_objective(dataset.train.x, labels, config.train, device)
 
 
 def train_group(config: RandomLabelsConfig, run_names: Sequence[str], dataset: Dataset,

@@ -13,7 +13,7 @@ from genlab.losses import loss_value
 from genlab.models.registry import build_seeded_model, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.settings import TrainSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, training_objective
+from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.sgd_stability.settings import STUDY, StabilityConfig
 from genlab.train.loop import train_classifier
 
@@ -36,9 +36,8 @@ def train_settings(config: StabilityConfig, run_name: str) -> TrainSettings:
 
 def objective(config: StabilityConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
-    return training_objective(torch.from_numpy(dataset.train.x).to(device),
-                              torch.from_numpy(dataset.train.y.astype("float32")).to(device),
-                              train_settings(config, run_name))
+    return array_objective(dataset.train.x, dataset.train.y.astype("float32"),
+                           train_settings(config, run_name), device)
 
 
 def train_run(config: StabilityConfig, run_name: str, dataset: Dataset, device: Any,
