@@ -181,49 +181,6 @@ def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) ->
         project.restore_params()
 
 
-def direct_reasons(dry_run: str, path: str) -> set[str]:
-    """Rules in a `snakemake -n` listing whose reason names ``path`` as an updated input."""
-    found, current = set(), None
-    for line in dry_run.splitlines():
-        if m := re.match(r"^(?:local)?rule (\S+):$", line.strip()):
-            current = m.group(1)
-        elif line.strip().startswith("reason:") and "Updated input files:" in line \
-                and path in line.split("Updated input files:", 1)[1]:
-            found.add(current)
-    return found
-
-
-def test_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
-        project: Project) -> None:
-    """A comment in one analysis module: DVC and Snakemake both find exactly the stages whose
-    import closure holds it (dvc.yaml's code dependencies); Snakemake then also plans what
-    follows them, as it does for any changed output."""
-    import os
-
-    from genlab.workflow.adapter import dvc_jobs
-
-    trace = project.root / "src/genlab/analyses/curvature/trace.py"
-    stat, text = trace.stat(), trace.read_text()
-    importers = {j.stage for j in dvc_jobs(project.root)
-                 if "src/genlab/analyses/curvature/trace.py" in j.deps}
-    assert "eos_gd_sharpness" in importers and "random_labels_intrinsic_dim" not in importers
-    trace.write_text(text + "# a comment\n")
-    try:
-        assert set(json.loads(project.sh("dvc", "status", "--json").stdout)) == importers
-        dry_run = project.sh("snakemake", "-n").stdout
-        assert direct_reasons(dry_run, "src/genlab/analyses/curvature/trace.py") == {
-            rule(s) for s in importers}
-        plan = project.snakemake_plan()
-        assert {rule(s) for s in importers} <= plan and "check_params" not in plan
-        assert all(r in {rule(s) for s in importers} or r.endswith("_aggregate")
-                   or r == "report" for r in plan), plan
-    finally:
-        trace.write_text(text)
-        os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert project.snakemake_plan() == set()
-    assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
-
-
 def test_a_study_switched_off_or_deleted_leaves_a_valid_pipeline_in_both_engines(
         project: Project) -> None:
     def off(raw):

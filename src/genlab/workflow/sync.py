@@ -60,7 +60,11 @@ def record_in_dvc(root: str | Path) -> None:
     done = [j.stage for j in jobs if all((root / o).exists() for o in j.outs)]
     if not done:
         return
-    proc = run_dvc(root, "commit", "--force", "--quiet", *done)
+    # every stage done: commit them all without naming them. DVC collects the index once then,
+    # instead of once per named target (27.8 s against ~6 min for the 75 default-preset stages,
+    # each listing its exact code dependencies; measured 2026-12-04)
+    targets = [] if len(done) == len(jobs) else done
+    proc = run_dvc(root, "commit", "--force", "--quiet", *targets)
     if proc.returncode != 0:
         raise SyncError(f"dvc commit failed:\n{proc.stderr.strip()}")
 
