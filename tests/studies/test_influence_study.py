@@ -174,7 +174,7 @@ def test_tiny_runs_end_to_end() -> None:
 
 
 def test_the_shown_test_points_are_not_a_training_setting() -> None:
-    from genlab.stages.common import stage_settings
+    from genlab.stages.settings import stage_settings
 
     assert stage_settings(config(shown_test_points=1), "train", "mlp-s0") == \
         stage_settings(config(shown_test_points=3), "train", "mlp-s0")

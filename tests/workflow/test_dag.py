@@ -207,7 +207,7 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
     """A stage's provenance (genlab.cli.stage_settings) covers the params dvc.yaml tracks for it,
     no more: otherwise a kept artifact and a fresh one would record different settings."""
     from genlab.config import load_params
-    from genlab.stages.common import stage_settings
+    from genlab.stages.settings import stage_settings
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")

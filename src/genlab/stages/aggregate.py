@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from genlab.analyses.registry import ANALYSES
 from genlab.io import read_json, read_parquet, write_csv, write_json, write_parquet
-from genlab.stages.common import log, provenance, setup, stage_settings
+from genlab.stages.common import log, provenance, setup
+from genlab.stages.settings import stage_settings
 from genlab.studies import STUDIES, load_claims
 from genlab.studies.base import plot_table
 from genlab.studies.entry import PlotSpec

@@ -18,7 +18,8 @@ from genlab.config import ParamsError
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import read_json, write_json, write_parquet
 from genlab.models.registry import MODELS, load_model, seeded_model_from_spec
-from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
+from genlab.stages.common import load_dataset, log, provenance, setup, study
+from genlab.stages.settings import stage_settings
 
 
 def run(args: argparse.Namespace) -> int:

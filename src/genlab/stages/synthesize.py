@@ -7,7 +7,8 @@ import time
 
 from genlab.data.dataset import dataset_to_tables
 from genlab.io import write_json, write_parquet
-from genlab.stages.common import log, provenance, setup, stage_settings, study
+from genlab.stages.common import log, provenance, setup, study
+from genlab.stages.settings import stage_settings
 
 
 def run(args: argparse.Namespace) -> int:

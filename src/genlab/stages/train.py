@@ -11,7 +11,8 @@ from typing import Any
 from genlab.config import ParamsError, settings_hash
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import write_json, write_parquet, write_safetensors
-from genlab.stages.common import load_dataset, log, provenance, setup, stage_settings, study
+from genlab.stages.common import load_dataset, log, provenance, setup, study
+from genlab.stages.settings import stage_settings
 from genlab.train.checkpoint_folder import CheckpointFolder
 
 

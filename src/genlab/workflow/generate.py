@@ -12,8 +12,8 @@ an analysis on or off, changes the stage list: run ``genlab dag --write`` (Snake
 itself when it parses the workflow). Each stage's code dependencies are the import closure of
 the modules its command runs (:mod:`genlab.workflow.code_deps`).
 
-What each stage tracks is the settings it reads (:func:`genlab.stages.common.stage_settings`
-records the same in its sidecars):
+What each stage tracks is exactly what it records as its settings in its sidecars
+(:func:`genlab.stages.settings.stage_settings`, from which the params lists are derived):
 
 - synthesize: ``data``; train: every block but the description, the analyses, the runs and what
   only the report reads, plus its run (or the whole sweep for a group trainer); an analysis: the
@@ -36,8 +36,8 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
+from genlab.stages.settings import stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
-from genlab.studies.entry import StudyEntry
 from genlab.workflow.code_deps import CodeDeps
 
 PARAMS_FILE = "params.yaml"
@@ -71,14 +71,12 @@ def _torch_meta(log: str, mem_mb: int, runtime: int) -> dict[str, Any]:
             "resources": {"mem_mb": mem_mb, "runtime": runtime, "gpu": 1}}
 
 
-def _train_fields(entry: StudyEntry) -> list[str]:
-    skip = {"description", "analyses", "runs", *entry.report_only}
-    return [f for f in entry.config.model_fields if f not in skip]
-
-
-def _analysis_fields(entry: StudyEntry) -> list[str]:
-    return [f for f in entry.config.model_fields
-            if f not in {"description", "data", "model", "analyses"}]
+def _tracked(key: str, config: Any, stage: str, run: str | None = None) -> list[str]:
+    """The params.yaml keys a stage tracks: the keys of what it records as its settings
+    (:func:`genlab.stages.common.stage_settings`, the one statement of what each stage reads),
+    a single run's block as the foreach item ``runs.${key}``."""
+    return [f"{key}.runs.${{key}}" if name == "run" else f"{key}.{name}"
+            for name in stage_settings(config, stage, run)]
 
 
 def enabled_analyses(config: Any) -> list[str]:
@@ -150,7 +148,6 @@ class _Builder:
             "outs": dataset_files,
             "meta": {"log": _log(name, "synthesize")},
         }}
-        train_params = [f"{key}.{f}" for f in _train_fields(entry)]
         train_deps = [GATE_STAMP, *dataset_files, *self.code("train", experiment)]
         res = entry.train_resources
         if entry.grouped:
@@ -158,7 +155,7 @@ class _Builder:
                 "cmd": _cmd("train", "--params", PARAMS_FILE, "--study", name, "--dataset",
                             str(dataset), "--out", runs),
                 "deps": train_deps,
-                "params": [*train_params, f"{key}.runs"],
+                "params": _tracked(key, config, "train"),
                 "outs": [runs],
                 "meta": _torch_meta(_log(name, "train"), res.mem_mb, res.runtime),
             }
@@ -168,13 +165,12 @@ class _Builder:
                 "cmd": _cmd("train", "--params", PARAMS_FILE, "--study", name, "--run",
                             "${key}", "--dataset", str(dataset), "--out", str(run)),
                 "deps": train_deps,
-                "params": [*train_params, f"{key}.runs.${{key}}"],
+                "params": _tracked(key, config, "train", next(iter(config.runs))),
                 "outs": [str(run / f) for f in paths.RUN_FILES if f != "metrics.json"],
                 "metrics": [str(run / "metrics.json")],
                 "meta": _torch_meta(_log(name, "${key}", "train"), res.mem_mb, res.runtime),
             }}
         analyses = enabled_analyses(config)
-        analysis_fields = [f"{key}.{f}" for f in _analysis_fields(entry)]
         for analysis in analyses:
             spec = ANALYSES[analysis]
             folder = str(paths.analysis_dir(name, analysis))
@@ -183,7 +179,7 @@ class _Builder:
                             "--dataset", str(dataset), "--runs", runs, "--out", folder),
                 "deps": [GATE_STAMP, *dataset_files, runs,
                          *self.code("analyze", experiment, spec.module)],
-                "params": [*analysis_fields, f"{key}.analyses.{analysis}"],
+                "params": _tracked(key, config, analysis),
                 "outs": [folder],
                 "meta": _torch_meta(_log(name, analysis), spec.resources.mem_mb,
                                     spec.resources.runtime),
