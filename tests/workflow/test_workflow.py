@@ -181,6 +181,53 @@ def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) ->
         project.restore_params()
 
 
+def downstream(jobs, stages: set[str]) -> set[str]:
+    """``stages`` and every stage that depends, directly or not, on one of their outputs."""
+    from genlab.workflow.adapter import is_folder_output
+
+    def feeds(out: str, dep: str) -> bool:
+        return out == dep or (is_folder_output(out) and dep.startswith(out + "/")) or \
+            out.startswith(dep.rstrip("/") + "/")
+
+    found, grew = set(stages), True
+    while grew:
+        outs = [o for j in jobs if j.stage in found for o in j.outs]
+        more = {j.stage for j in jobs if j.stage not in found and not j.gate
+                and any(feeds(o, d) for o in outs for d in j.deps)}
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def test_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
+        project: Project) -> None:
+    """A comment in one analysis module: `dvc status` lists exactly the stages whose import
+    closure holds it (dvc.yaml's code dependencies), and `snakemake -n` plans exactly those and
+    what depends on their outputs, as it does for any stage that reruns."""
+    import os
+
+    from genlab.workflow.adapter import dvc_jobs
+
+    path = "src/genlab/analyses/curvature/trace.py"
+    trace = project.root / path
+    stat, text = trace.stat(), trace.read_text()
+    jobs = dvc_jobs(project.root)
+    importers = {j.stage for j in jobs if path in j.deps}
+    assert "eos_gd_sharpness" in importers and "random_labels_intrinsic_dim" not in importers
+    trace.write_text(text + "# a comment\n")
+    try:
+        status = json.loads(project.sh("dvc", "status", "--json").stdout)
+        assert set(status) == importers
+        plan = project.snakemake_plan()
+        assert plan == {rule(s) for s in downstream(jobs, importers)}
+        assert "check_params" not in plan and "random_labels_intrinsic_dim" not in plan
+    finally:
+        trace.write_text(text)
+        os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert project.snakemake_plan() == set()
+    assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+
+
 def test_a_study_switched_off_or_deleted_leaves_a_valid_pipeline_in_both_engines(
         project: Project) -> None:
     def off(raw):

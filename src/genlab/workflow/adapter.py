@@ -87,7 +87,8 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
                         params[key] = _lookup(tree, key)
                 else:
                     deps.append(str(dep.def_path))
-            jobs.append(Job(stage=stage.addressing, cmd=str(stage.cmd), deps=tuple(deps),
+            # stage.name, not .addressing: the address from the root whatever the cwd
+            jobs.append(Job(stage=stage.name, cmd=str(stage.cmd), deps=tuple(deps),
                             outs=tuple(str(o.def_path) for o in stage.outs), params=params,
                             meta=dict(stage.meta or {})))
     return jobs
