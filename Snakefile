@@ -7,7 +7,7 @@ import sys
 
 from genlab.config import load_params
 from genlab.workflow.adapter import local_gpu_slots, stages_use_cuda
-from genlab.workflow.sync import record_in_dvc
+from genlab.workflow.sync import reconcile, record_in_dvc
 from genlab.workflow.generate import write as write_dvc_yaml
 
 # Validates params.yaml at parse time: an invalid file stops here, before any job runs.
@@ -33,6 +33,15 @@ if (ON_CUDA and workflow.is_main_process and workflow.resource_settings.nodes is
 
 include: "workflow/rules/from_dvc.smk"
 
+# Freshness is each stage's fingerprint (genlab.workflow.fingerprint): the stamp its command
+# wrote beside its outputs against the inputs now, whichever engine ran it. reconcile() sets the
+# mtimes Snakemake judges by to say the same (each rule's .genlab/stale/<rule> input).
+# Snakemake's own records (params, input lists), which a run by DVC never updates, must not
+# count: the profiles set mtime as the only rerun trigger (workflow/profiles/default is used
+# when no --profile is given).
+if workflow.is_main_process:
+    reconcile(workflow.basedir, DVC_JOBS)
+
 
 rule all:
     default_target: True
@@ -40,7 +49,11 @@ rule all:
         [out for job in DVC_JOBS for out in job.outs],
 
 
-# On success, record the results in DVC (hashes in dvc.lock, files in its cache), so `dvc status`
-# is clean and `dvc push` shares them. Once, here: DVC must never run inside parallel jobs.
+# After the run, record in DVC (hashes in dvc.lock, files in its cache) the stages that are
+# current, so `dvc status` agrees and `dvc push` shares them; after a failed run too, for the
+# stages that finished. Once, here: DVC must never run inside parallel jobs.
 onsuccess:
+    record_in_dvc(workflow.basedir)
+
+onerror:
     record_in_dvc(workflow.basedir)

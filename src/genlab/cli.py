@@ -63,6 +63,9 @@ def _stage(command: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="genlab", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"genlab {__version__}")
+    parser.add_argument("--stage", help="run as this dvc.yaml stage: on success, stamp its "
+                        "outputs with the inputs they were computed from "
+                        "(genlab.workflow.fingerprint)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<stage>")
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
@@ -121,11 +124,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stamper(stage: str | None) -> Callable[[], None]:
+    """Read the stage's inputs now, before it runs; the returned call stamps its outputs."""
+    if stage is None:
+        return lambda: None
+    from genlab.workflow import fingerprint
+
+    root = Path.cwd()
+    job = fingerprint.find_job(root, stage)
+    inputs = fingerprint.inputs_of(job, fingerprint.Hasher(root))
+    return lambda: fingerprint.write_stamp(root, job, inputs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     t0 = time.perf_counter()
     try:
+        stamp = _stamper(args.stage)
         code = args.func(args)
+        if code == 0:
+            stamp()
         # the closing line of the stage's log, which the report's wall-time table reads (wall time
         # goes to logs, never to an artifact: see genlab.provenance)
         log.info("genlab %s: wall time %.2f s", args.command, time.perf_counter() - t0)

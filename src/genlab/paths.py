@@ -10,6 +10,16 @@ from pathlib import PurePosixPath
 DATA = PurePosixPath("data")
 REPORTS = PurePosixPath("reports")
 LOGS = PurePosixPath("logs")
+GATE_STAMP = DATA / "params.checked"
+"""The params gate's output: params.yaml was checked (every stage waits on it in DVC)."""
+STAMPS = DATA / "stamps"
+"""Each stage's fingerprint, ``<stage>.json`` (genlab.workflow.fingerprint)."""
+
+
+def stamp(stage: str) -> PurePosixPath:
+    """Where stage ``stage`` (its dvc.yaml address, ``name@key`` for a foreach item) records
+    the inputs its outputs were computed from."""
+    return STAMPS / f"{stage}.json"
 
 
 def study_dir(study: str) -> PurePosixPath:

@@ -72,16 +72,29 @@ def test_one_rule_per_stage_and_nothing_else(engines) -> None:
     assert len(dvc) == len(snake) - 1  # no two stages collapse into one rule name
 
 
-def test_same_commands_outputs_and_param_values(engines) -> None:
+def test_same_commands_and_outputs(engines) -> None:
     snake, dvc, _ = engines
     for stage, st in dvc.items():
         rule = snake[rule_name(stage)]
-        assert rule["params"].pop("dvc_cmd") == st["cmd"], stage
+        assert rule["params"] == {"dvc_cmd": st["cmd"]}, stage
         assert rule["shell"] == "{params.dvc_cmd} > {log} 2>&1"
         assert rule["output"] == st["outs"], stage
-        # every param DVC tracks, with the value DVC reads, under Snakemake's name for it
-        assert rule["params"] == {k.replace(".", "__"): v for k, v in st["params"].items()}, stage
         assert rule["log"] == [st["meta"]["log"]]
+
+
+def test_genlab_reads_dvc_yaml_as_dvc_does(engines) -> None:
+    """genlab's own reading of dvc.yaml (fast enough for every Snakemake start) gives DVC's
+    stages: commands, dependencies, outputs, meta, and every tracked param with DVC's value."""
+    from genlab.workflow.adapter import dvc_jobs
+
+    _, dvc, project = engines
+    jobs = {j.stage: j for j in dvc_jobs(project)}
+    assert list(jobs) == list(dvc)
+    for stage, st in dvc.items():
+        job = jobs[stage]
+        assert (job.cmd, list(job.deps), list(job.outs), job.meta) == (
+            st["cmd"], st["deps"], st["outs"], st["meta"]), stage
+        assert job.params == st["params"], stage
 
 
 def test_same_inputs(engines) -> None:
@@ -92,6 +105,9 @@ def test_same_inputs(engines) -> None:
     folder_outs = {o for o in all_outs if not PurePosixPath(o).suffix}  # dvc.yaml's naming rule
     for stage, st in dvc.items():
         inputs = set(snake[rule_name(stage)]["input"])
+        # the marker genlab makes newer than the outputs of a stale stage (genlab.workflow.sync)
+        assert f".genlab/stale/{rule_name(stage)}" in inputs
+        inputs.discard(f".genlab/stale/{rule_name(stage)}")
         expected = set()
         for dep in st["deps"]:
             if dep in gate_outs:
@@ -136,27 +152,30 @@ def test_resources_come_from_meta(engines) -> None:
 def test_exactly_the_torch_stages_declare_a_gpu(engines) -> None:
     _, dvc, _ = engines
     for stage, st in dvc.items():
-        torch_stage = st["cmd"].split()[3] in ("train", "analyze")  # python -m genlab <command>
+        torch_stage = st["cmd"].split()[5] in ("train", "analyze")  # python -m genlab --stage S <command>
         assert st["meta"].get("resources", {}).get("gpu") == (1 if torch_stage else None), stage
 
 
 def test_paths_follow_genlab_paths(engines) -> None:
     _, dvc, _ = engines
     for stage, st in dvc.items():
+        # every stage stamps its outputs with its inputs (genlab.workflow.fingerprint)
+        assert str(paths.stamp(stage)) in st["outs"], stage
+        outs = [o for o in st["outs"] if o != str(paths.stamp(stage))]
         if "_train@" in stage:
             study, run_id = stage.split("_train@")
-            assert st["outs"] == [str(paths.run_dir(study, run_id) / f) for f in paths.RUN_FILES]
+            assert outs == [str(paths.run_dir(study, run_id) / f) for f in paths.RUN_FILES]
         elif stage.endswith("_train"):  # a group: the whole sweep, into the runs folder
-            assert st["outs"] == [str(paths.runs_dir(stage.removesuffix("_train")))]
+            assert outs == [str(paths.runs_dir(stage.removesuffix("_train")))]
         elif stage.endswith(("_sharpness", "_intrinsic_dim")):
             study, analysis = next((stage.removesuffix(f"_{a}"), a) for a in ANALYSES
                                    if stage.endswith(f"_{a}"))
-            assert st["outs"] == [str(paths.analysis_dir(study, analysis))]
+            assert outs == [str(paths.analysis_dir(study, analysis))]
         elif stage.endswith("_synthesize"):
             study = stage.removesuffix("_synthesize")
-            assert st["outs"] == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
+            assert outs == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
         elif stage == "report":
-            assert st["outs"] == [str(paths.REPORTS / f) for f in paths.REPORT_FILES]
+            assert outs == [str(paths.REPORTS / f) for f in paths.REPORT_FILES]
 
 
 def test_plots_are_the_studies_plot_specs(engines) -> None:

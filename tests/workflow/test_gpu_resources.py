@@ -66,10 +66,10 @@ def provided_gpus(stdout: str) -> int | None:
 
 
 def torch_rules(project) -> set[str]:
-    """Rules of the stages that run torch (``python -m genlab train|analyze``)."""
+    """Rules of the stages that run torch (``python -m genlab --stage NAME train|analyze``)."""
     with contextlib.chdir(project[0]):  # DVC names stages relative to the working directory
         jobs = dvc_jobs(".")
-    return {job.rule_name for job in jobs if job.cmd.split()[3] in ("train", "analyze")}
+    return {job.rule_name for job in jobs if job.cmd.split()[5] in ("train", "analyze")}
 
 
 def test_on_cuda_torch_rules_request_one_gpu_and_the_rest_none(project) -> None:

@@ -1,8 +1,9 @@
 """DVC's parsed stages as Snakemake jobs: the adapter behind ``workflow/rules/from_dvc.smk``.
 
-``dvc.yaml`` is the one definition of the pipeline. This module asks DVC itself to parse it
-(templating, ``foreach`` and all) and turns each stage into a job description that the Snakefile
-makes a rule of, so the two engines cannot drift apart:
+``dvc.yaml`` is the one definition of the pipeline. This module reads it as DVC does (its one
+template form, ``foreach`` over a params mapping; tests/workflow/test_dag.py compares the result
+with DVC's own parse) and turns each stage into a job description that the Snakefile makes a rule
+of, so the two engines cannot drift apart:
 
 - DVC ``deps`` become Snakemake inputs. A dependency on a folder is expanded: into the outputs of
   the stages inside it (so Snakemake sees the edges DVC sees), or, for a source folder, into its
@@ -10,8 +11,8 @@ makes a rule of, so the two engines cannot drift apart:
 - An output whose name has no extension is a folder (a group stage's ``runs/``): Snakemake gets
   it as ``directory()``, and a dependency on it, or on anything inside it, becomes an input on
   the folder (Snakemake cannot depend on part of another rule's folder; DVC can, and does).
-- DVC ``params`` become Snakemake ``params`` holding their *values*, since Snakemake notices a
-  settings change only through a rule's params.
+- DVC ``params`` are not Snakemake ``params``: a stage's fingerprint holds their values, and
+  :func:`genlab.workflow.sync.reconcile` tells Snakemake which stages they make stale.
 - ``meta`` carries what only Snakemake uses: ``threads``, ``resources``, ``log``. The torch
   stages declare ``resources: {gpu: 1}``; a rule asks for it only when those stages will run on
   CUDA (:func:`stage_resources`). A stage with
@@ -29,6 +30,7 @@ from typing import Any
 
 import yaml
 
+PARAMS_FILE = "params.yaml"
 
 @dataclass(frozen=True)
 class Job:
@@ -64,38 +66,60 @@ def _lookup(tree: Any, dotted: str) -> Any:
     return node
 
 
+_FOREACH = re.compile(r"^\$\{([\w.]+)\}$")
+
+
+def _load_yaml(path: Path) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: ~10x faster
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (a safe loader)
+
+
+def _substitute(node: Any, key: str) -> Any:
+    """``${key}`` replaced by the foreach item's key everywhere in a stage body."""
+    if isinstance(node, str):
+        return node.replace("${key}", key)
+    if isinstance(node, list):
+        return [_substitute(v, key) for v in node]
+    if isinstance(node, dict):
+        return {_substitute(k, key): _substitute(v, key) for k, v in node.items()}
+    return node
+
+
+def _paths(entries: list[Any]) -> list[str]:
+    """dvc.yaml's list of outputs: plain paths or ``{path: {options}}``."""
+    return [e if isinstance(e, str) else next(iter(e)) for e in entries]
+
+
+def _job(name: str, body: dict[str, Any], tree: dict[str, Any]) -> Job:
+    params = {key: _lookup(tree, key) for key in body.get("params", [])}
+    outs = [*_paths(body.get("outs", [])), *_paths(body.get("metrics", [])),
+            *_paths(body.get("plots", []))]
+    return Job(stage=name, cmd=str(body["cmd"]), deps=tuple(body.get("deps", [])),
+               outs=tuple(outs), params=params, meta=dict(body.get("meta") or {}))
+
+
 def dvc_jobs(root: str | Path = ".") -> list[Job]:
-    """Every stage of ``root/dvc.yaml`` as DVC parses it, in file order."""
-    from dvc.dependency.param import ParamsDependency
-    from dvc.repo import Repo
+    """Every stage of ``root/dvc.yaml``, in file order, as DVC parses it.
 
+    Resolved here rather than by DVC's own parser (2 s on every Snakemake start, against
+    ~50 ms): the file is generated (:mod:`genlab.workflow.generate`) and uses one template form
+    only, ``foreach`` over a params.yaml mapping with ``${key}`` in the body.
+    tests/workflow/test_dag.py checks the result against DVC's parse.
+    """
     root = Path(root)
-    trees: dict[str, Any] = {}  # each params file parsed once, not once per stage
-    with Repo(str(root)) as repo:
-        stages = list(repo.index.stages)
-        jobs = []
-        for stage in stages:
-            params: dict[str, Any] = {}
-            deps: list[str] = []
-            for dep in stage.deps:
-                if isinstance(dep, ParamsDependency):
-                    if dep.def_path not in trees:
-                        trees[dep.def_path] = yaml.safe_load(
-                            (root / dep.def_path).read_text(encoding="utf-8"))
-                    tree = trees[dep.def_path]
-                    for key in dep.params:
-                        params[key] = _lookup(tree, key)
-                else:
-                    deps.append(str(dep.def_path))
-            # stage.name, not .addressing: the address from the root whatever the cwd
-            jobs.append(Job(stage=stage.name, cmd=str(stage.cmd), deps=tuple(deps),
-                            outs=tuple(str(o.def_path) for o in stage.outs), params=params,
-                            meta=dict(stage.meta or {})))
+    stages = _load_yaml(root / "dvc.yaml")["stages"]
+    tree = _load_yaml(root / PARAMS_FILE) or {}
+    jobs = []
+    for name, body in stages.items():
+        if "foreach" not in body:
+            jobs.append(_job(name, body, tree))
+            continue
+        match = _FOREACH.match(str(body["foreach"]))
+        if match is None:
+            raise ValueError(f"dvc.yaml stage {name}: unsupported foreach {body['foreach']!r}")
+        for key in _lookup(tree, match.group(1)):
+            jobs.append(_job(f"{name}@{key}", _substitute(body["do"], str(key)), tree))
     return jobs
-
-
-def _inside(path: str, folder: str) -> bool:
-    return PurePosixPath(path).is_relative_to(PurePosixPath(folder))
 
 
 def is_folder_output(path: str) -> bool:
@@ -103,29 +127,52 @@ def is_folder_output(path: str) -> bool:
     return PurePosixPath(path).suffix == ""
 
 
+class _Outputs:
+    """Every stage's outputs, indexed for the questions :func:`snakemake_inputs` asks (string
+    prefixes: PurePosixPath on every dependency of every stage took seconds per parse)."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.gate = {o for j in jobs if j.gate for o in j.outs}
+        self.all = [o for j in jobs for o in j.outs]
+        self.folders = [o for o in self.all if is_folder_output(o)]
+        self.under: dict[str, list[str]] = {}  # each ancestor folder -> the outputs inside it
+        for o in self.all:
+            parts = o.split("/")
+            for i in range(1, len(parts)):
+                self.under.setdefault("/".join(parts[:i]), []).append(o)
+
+
+_INDEX: dict[int, tuple[list[Job], _Outputs]] = {}
+
+
+def _outputs(jobs: list[Job]) -> _Outputs:
+    cached = _INDEX.get(id(jobs))
+    if cached is None or cached[0] is not jobs:
+        cached = _INDEX[id(jobs)] = (jobs, _Outputs(jobs))
+    return cached[1]
+
+
 def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[str]:
     """The job's inputs as Snakemake must see them (see the module docstring)."""
     root = Path(root)
-    gate_outs = {o for j in jobs if j.gate for o in j.outs}
-    all_outs = [o for j in jobs for o in j.outs]
+    outs = _outputs(jobs)
     inputs: list[str] = []
-    folder_outs = [o for o in all_outs if is_folder_output(o)]
     for dep in job.deps:
-        if dep in gate_outs:
+        if dep in outs.gate:
             continue
-        enclosing = [o for o in folder_outs if _inside(dep, o)]
+        enclosing = [o for o in outs.folders if dep.startswith(o + "/")]
         if enclosing:
             inputs.append(enclosing[0])
             continue
-        produced = [o for o in all_outs if o != dep and _inside(o, dep)]
+        produced = outs.under.get(dep.rstrip("/"), [])
         if produced:
             inputs += sorted(produced)
-        elif (root / dep).is_dir():
+        elif dep in outs.all or not (root / dep).is_dir():
+            inputs.append(dep)
+        else:
             inputs += sorted(
                 p.relative_to(root).as_posix() for p in (root / dep).rglob("*")
                 if p.is_file() and "__pycache__" not in p.parts)
-        else:
-            inputs.append(dep)
     return inputs
 
 
@@ -168,8 +215,3 @@ def stage_resources(job: Job, on_cuda: bool) -> dict[str, Any]:
     if "gpu" in resources and not on_cuda:
         resources["gpu"] = 0
     return resources
-
-
-def snakemake_params(job: Job) -> dict[str, Any]:
-    """Params as keyword names Snakemake accepts (dots are not allowed in names)."""
-    return {key.replace(".", "__"): value for key, value in job.params.items()}

@@ -41,7 +41,7 @@ from genlab.studies import STUDIES, claims_module, experiment_module, figures_mo
 from genlab.workflow.code_deps import CodeDeps
 
 PARAMS_FILE = "params.yaml"
-GATE_STAMP = str(paths.DATA / "params.checked")
+GATE_STAMP = str(paths.GATE_STAMP)
 ENTRY = ("genlab.__main__", "genlab.cli")  # `python -m genlab ...`
 STAGE_MODULE = {kind: f"genlab.stages.{kind}"
                 for kind in ("synthesize", "train", "analyze", "aggregate", "report")}
@@ -58,8 +58,13 @@ HEADER = """\
 """
 
 
-def _cmd(*parts: str) -> str:
-    return " ".join(["python -m genlab", *parts])
+def _cmd(stage: str, *parts: str) -> str:
+    """The stage's command; ``--stage`` has it stamp its outputs with its inputs."""
+    return " ".join(["python -m genlab --stage", stage, *parts])
+
+
+def _stamp(stage: str) -> str:
+    return str(paths.stamp(stage))
 
 
 def _log(*parts: str) -> str:
@@ -104,13 +109,13 @@ class _Builder:
         stages: dict[str, Any] = {"check_params": {
             # --layout: the studies and analyses this file has stages for, so that DVC reruns
             # the gate whenever they change and the gate stops if params.yaml wants others
-            "cmd": _cmd("check-params", PARAMS_FILE, "--stamp", GATE_STAMP, "--layout",
-                        layout_digest(self.params)),
+            "cmd": _cmd("check_params", "check-params", PARAMS_FILE, "--stamp", GATE_STAMP,
+                        "--layout", layout_digest(self.params)),
             "deps": self.deps.files([*ENTRY, "genlab.stages.check_params"]),
             "params": ["scale", "report", "studies"],
             # persist: DVC deletes a stage's outputs before running it; an invalid file must
             # delete nothing, this stamp included (a failed check leaves dvc.lock stale)
-            "outs": [{GATE_STAMP: {"persist": True}}],
+            "outs": [{GATE_STAMP: {"persist": True}}, _stamp("check_params")],
             "meta": {"gate": True, "log": _log("check_params")},
         }}
         report_deps: list[str] = []
@@ -122,13 +127,13 @@ class _Builder:
                 and not o.endswith("summary.parquet")]
         studies = list(self.params.declared_studies())
         stages["report"] = {
-            "cmd": _cmd("report", "--params", PARAMS_FILE, "--studies",
+            "cmd": _cmd("report", "report", "--params", PARAMS_FILE, "--studies",
                         *(str(paths.study_dir(s)) for s in studies), "--out", str(paths.REPORTS)),
             "deps": [GATE_STAMP, *report_deps,
                      *self.code("report", *(figures_module(s) for s in studies),
                                *(a.view_module for a in ANALYSES.values()))],
             "params": ["scale", "report", "studies"],
-            "outs": [str(paths.REPORTS / "index.html")],
+            "outs": [str(paths.REPORTS / "index.html"), _stamp("report")],
             "metrics": [str(paths.REPORTS / "claims.json")],
             "meta": {"log": _log("report")},
         }
@@ -141,32 +146,34 @@ class _Builder:
         dataset_files = [str(dataset / f) for f in paths.DATASET_FILES]
         runs = str(paths.runs_dir(name))
         out: dict[str, Any] = {f"{name}_synthesize": {
-            "cmd": _cmd("synthesize", "--params", PARAMS_FILE, "--study", name, "--out",
-                        str(dataset)),
+            "cmd": _cmd(f"{name}_synthesize", "synthesize", "--params", PARAMS_FILE, "--study",
+                        name, "--out", str(dataset)),
             "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
             "params": [f"{key}.data"],
-            "outs": dataset_files,
+            "outs": [*dataset_files, _stamp(f"{name}_synthesize")],
             "meta": {"log": _log(name, "synthesize")},
         }}
         train_deps = [GATE_STAMP, *dataset_files, *self.code("train", experiment)]
         res = entry.train_resources
         if entry.grouped:
             out[f"{name}_train"] = {
-                "cmd": _cmd("train", "--params", PARAMS_FILE, "--study", name, "--dataset",
-                            str(dataset), "--out", runs),
+                "cmd": _cmd(f"{name}_train", "train", "--params", PARAMS_FILE, "--study", name,
+                            "--dataset", str(dataset), "--out", runs),
                 "deps": train_deps,
                 "params": _tracked(key, config, "train"),
-                "outs": [runs],
+                "outs": [runs, _stamp(f"{name}_train")],
                 "meta": _torch_meta(_log(name, "train"), res.mem_mb, res.runtime),
             }
         else:
             run = paths.run_dir(name, "${key}")
             out[f"{name}_train"] = {"foreach": f"${{{key}.runs}}", "do": {
-                "cmd": _cmd("train", "--params", PARAMS_FILE, "--study", name, "--run",
-                            "${key}", "--dataset", str(dataset), "--out", str(run)),
+                "cmd": _cmd(f"{name}_train@${{key}}", "train", "--params", PARAMS_FILE,
+                            "--study", name, "--run", "${key}", "--dataset", str(dataset),
+                            "--out", str(run)),
                 "deps": train_deps,
                 "params": _tracked(key, config, "train", next(iter(config.runs))),
-                "outs": [str(run / f) for f in paths.RUN_FILES if f != "metrics.json"],
+                "outs": [*(str(run / f) for f in paths.RUN_FILES if f != "metrics.json"),
+                         _stamp(f"{name}_train@${{key}}")],
                 "metrics": [str(run / "metrics.json")],
                 "meta": _torch_meta(_log(name, "${key}", "train"), res.mem_mb, res.runtime),
             }}
@@ -175,18 +182,20 @@ class _Builder:
             spec = ANALYSES[analysis]
             folder = str(paths.analysis_dir(name, analysis))
             out[f"{name}_{analysis}"] = {
-                "cmd": _cmd("analyze", analysis, "--params", PARAMS_FILE, "--study", name,
-                            "--dataset", str(dataset), "--runs", runs, "--out", folder),
+                "cmd": _cmd(f"{name}_{analysis}", "analyze", analysis, "--params", PARAMS_FILE,
+                            "--study", name, "--dataset", str(dataset), "--runs", runs,
+                            "--out", folder),
                 "deps": [GATE_STAMP, *dataset_files, runs,
                          *self.code("analyze", experiment, spec.module)],
                 "params": _tracked(key, config, analysis),
-                "outs": [folder],
+                "outs": [folder, _stamp(f"{name}_{analysis}")],
                 "meta": _torch_meta(_log(name, analysis), spec.resources.mem_mb,
                                     spec.resources.runtime),
             }
         study_dir = paths.study_dir(name)
         aggregate: dict[str, Any] = {
-            "cmd": _cmd("aggregate", "--params", PARAMS_FILE, "--study", name, "--runs", runs,
+            "cmd": _cmd(f"{name}_aggregate", "aggregate", "--params", PARAMS_FILE, "--study",
+                        name, "--runs", runs,
                         *(("--analyses", str(paths.analyses_dir(name))) if analyses else ()),
                         "--out", str(study_dir)),
             "deps": [GATE_STAMP, runs, *(str(paths.analysis_dir(name, a)) for a in analyses),
@@ -194,7 +203,7 @@ class _Builder:
             "params": [key],
             "outs": [str(study_dir / "summary.parquet"), *(
                 str(study_dir / f"{a}_{table}.parquet")
-                for a in analyses for table in ANALYSES[a].tables)],
+                for a in analyses for table in ANALYSES[a].tables), _stamp(f"{name}_aggregate")],
             "metrics": [str(study_dir / "summary.json")],
         }
         if entry.plots:

@@ -1,21 +1,35 @@
-"""Keep Snakemake's and DVC's records of the same outputs in agreement.
+"""The engines' books: both judge a stage by its fingerprint (:mod:`genlab.workflow.fingerprint`).
 
-- :func:`record_in_dvc` runs after a successful Snakemake run: ``dvc commit`` stores the outputs'
-  hashes in dvc.lock and the files in DVC's cache, so ``dvc status`` is clean and ``dvc push``
-  can share them.
-- :func:`sync` runs after ``dvc repro`` or ``dvc pull``: those outputs carry no Snakemake records
-  and fresh mtimes, so Snakemake would rerun them. Guarded by a clean ``dvc status`` (the files
-  are exactly what dvc.lock describes for the current code and params), it has Snakemake adopt
-  them as up to date.
+- :func:`reconcile` runs when Snakemake parses the workflow (and as ``genlab sync``). Snakemake
+  judges by mtimes; this makes the mtimes say what the fingerprints say. Each rule has one extra
+  input, ``.genlab/stale/<rule>``: for a stale stage it is rewritten now (the reason, with the
+  time), so Snakemake reruns the stage whatever its outputs' mtimes (say, outputs that ``dvc exp run`` wrote from other
+  params); for a current stage it is set to the epoch, and outputs older than one of their
+  inputs (as ``dvc checkout`` or ``dvc pull`` leave them) get a newer mtime, so Snakemake does
+  not rerun what is current. Nothing is deleted; only mtimes change.
+- :func:`record_in_dvc` runs after a Snakemake run: it commits to DVC exactly the stages that are
+  current and whose stamp dvc.lock does not hold yet, through DVC's Python API on one index. A
+  stale stage (a targeted or partial run leaves some) is never committed: ``dvc status`` keeps
+  listing it, and DVC's run-cache never pairs params with outputs they did not produce.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import yaml
+
+from genlab.workflow.adapter import Job, dvc_jobs, snakemake_inputs
+from genlab.workflow.fingerprint import Hasher, Verdict, files_under, judge, stamp_path
+
+GENLAB_DIR = ".genlab"
+HASHES = f"{GENLAB_DIR}/hashes.json"  # md5 by (size, mtime) of files judged before
 
 
 class SyncError(RuntimeError):
@@ -39,59 +53,155 @@ def dvc_status(root: str | Path) -> dict:
     return json.loads(proc.stdout or "{}")
 
 
-def record_in_dvc(root: str | Path) -> None:
-    """Commit every stage whose outputs all exist (a partial run commits what it finished)."""
-    from genlab.workflow.adapter import dvc_jobs
+def trigger_path(job: Job) -> str:
+    """The rule's extra input whose mtime tells Snakemake the stage is stale."""
+    return f"{GENLAB_DIR}/stale/{job.rule_name}"
 
+
+def _hasher(root: Path) -> Hasher:
+    try:
+        known = json.loads((root / HASHES).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        known = {}
+    return Hasher(root, known.items())
+
+
+def _save_hashes(root: Path, hasher: Hasher) -> None:
+    from genlab.io import write_text
+
+    write_text(root / HASHES, json.dumps(hasher.table(), sort_keys=True))
+
+
+def _mtimes(root: Path, paths: list[str]) -> list[int]:
+    return [(root / p).stat().st_mtime_ns for p in paths if (root / p).exists()]
+
+
+def _touch(root: Path, out: str, mtime_ns: int, hasher: Hasher) -> None:
+    full = root / out
+    for f in files_under(root, out):
+        os.utime(root / f, ns=(mtime_ns, mtime_ns))
+        hasher.retime(f)
+    if full.is_dir():
+        os.utime(full, ns=(mtime_ns, mtime_ns))
+
+
+def reconcile(root: str | Path, jobs: list[Job] | None = None,
+              out=sys.stderr) -> dict[str, Verdict]:
+    """Set the mtimes Snakemake judges by to what the stamps say; print what is stale."""
     root = Path(root)
-    jobs = dvc_jobs(root)
-    # A targeted run (`snakemake data/eos_gd/summary.json`) never schedules the gate: Snakemake
-    # checks params.yaml at parse time instead. DVC still lists the gate's stamp as a dependency
-    # of every stage and refuses to commit a stage whose dependency is missing, so write it now
-    # by running the gate itself (it validates the same file, in about a second).
-    for gate in (j for j in jobs if j.gate):
-        if not all((root / o).exists() for o in gate.outs):
-            argv = shlex.split(gate.cmd)
-            if argv[0] == "python":  # the interpreter running us, not whichever is on PATH
-                argv[0] = sys.executable
-            proc = _run(argv, root)
-            if proc.returncode != 0:
-                raise SyncError(f"{gate.stage} failed:\n{proc.stderr.strip()}")
-    done = [j.stage for j in jobs if all((root / o).exists() for o in j.outs)]
-    if not done:
+    jobs = dvc_jobs(root) if jobs is None else jobs
+    hasher = _hasher(root)
+    verdicts = judge(root, jobs, hasher)
+    (root / GENLAB_DIR / "stale").mkdir(parents=True, exist_ok=True)
+    clock = time.time_ns()
+    for job in jobs:  # dvc.yaml lists upstream stages first
+        trigger = root / trigger_path(job)
+        verdict = verdicts[job.stage]
+        if not verdict.current:
+            # new content too: Snakemake skips an input newer than the outputs whose checksum
+            # is the one it recorded when the job last ran
+            trigger.write_text(f"{clock}: {verdict.reason}\n", encoding="utf-8")
+            os.utime(trigger, ns=(clock, clock))
+            continue
+        trigger.touch()
+        os.utime(trigger, ns=(0, 0))
+        newest_input = max(_mtimes(root, snakemake_inputs(job, jobs, root)), default=0)
+        outs = [o for o in job.outs if (root / o).exists()]
+        if outs and min(_mtimes(root, outs)) < newest_input:
+            clock = max(clock, newest_input) + 1_000_000
+            for o in outs:
+                _touch(root, o, clock, hasher)
+    _save_hashes(root, hasher)
+    _print_stale(verdicts, out)
+    return verdicts
+
+
+def _print_stale(verdicts: dict[str, Verdict], out) -> None:
+    stale = [v for v in verdicts.values() if not v.current]
+    if not stale:
         return
-    # every stage done: commit them all without naming them. DVC collects the index once then,
-    # instead of once per named target (27.8 s against ~6 min for the 75 default-preset stages,
-    # each listing its exact code dependencies; measured 2026-12-04)
-    targets = [] if len(done) == len(jobs) else done
-    proc = run_dvc(root, "commit", "--force", "--quiet", *targets)
+    never = [v for v in stale if v.reason.startswith("no stamp")]
+    print(f"genlab: {len(stale)} of {len(verdicts)} stages out of date", file=out)
+    if never:
+        print(f"  {len(never)} not run yet (no stamp)", file=out)
+    shown = [v for v in stale if v not in never]
+    for v in shown[:12]:
+        print(f"  {v.stage}: {v.reason}", file=out)
+    if len(shown) > 12:
+        print(f"  ... and {len(shown) - 12} more", file=out)
+
+
+def _locked_stamps(root: Path) -> dict[str, str]:
+    """Each stage's stamp md5 as dvc.lock records it."""
+    try:
+        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for stage, entry in (lock.get("stages") or {}).items():
+        for out in entry.get("outs", []):
+            if out.get("path") == str(stamp_path(stage)):
+                found[stage] = out.get("md5")
+    return found
+
+
+def _run_gate(root: Path, gate: Job) -> None:
+    argv = shlex.split(gate.cmd)
+    if argv[0] == "python":  # the interpreter running us, not whichever is on PATH
+        argv[0] = sys.executable
+    proc = _run(argv, root)
     if proc.returncode != 0:
-        raise SyncError(f"dvc commit failed:\n{proc.stderr.strip()}")
+        raise SyncError(f"{gate.stage} failed:\n{proc.stderr.strip()}")
 
 
-def sync(root: str | Path, dry_run: bool = False) -> int:
+def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
+    """Commit to DVC the current stages that dvc.lock does not record yet; return their names."""
     root = Path(root)
-    status = dvc_status(root)
-    if status:
-        stale = ", ".join(sorted(status))
-        print(f"genlab sync: refusing: `dvc status` is not clean ({stale}). Run `dvc repro` "
-              "or `dvc pull` first, so the files are the ones dvc.lock describes.",
-              file=sys.stderr)
-        return 1
-    if dry_run:
-        print("genlab sync: dvc status is clean; would record outputs for Snakemake")
-        return 0
-    # --forceall: Snakemake writes its records only for jobs it schedules, and without records it
-    # would not see later params or code edits; in --touch mode scheduling only updates mtimes.
-    proc = _run([sys.executable, "-m", "snakemake", "--touch", "--forceall", "--cores", "1",
-                 "--quiet"], root)
-    if proc.returncode != 0:
-        print(proc.stderr, file=sys.stderr)
-        return proc.returncode
-    print("genlab sync: Snakemake now treats DVC's outputs as up to date")
+    t0 = time.perf_counter()
+    jobs = dvc_jobs(root)
+    # A targeted run never schedules the gate (Snakemake checks params.yaml at parse time), but
+    # DVC lists its stamp as a dependency of every stage: run it (about a second) if it is stale.
+    for gate in (j for j in jobs if j.gate):
+        if not judge(root, [gate])[gate.stage].current:
+            _run_gate(root, gate)
+    hasher = _hasher(root)
+    verdicts = judge(root, jobs, hasher)
+    locked = _locked_stamps(root)
+    todo = [j.stage for j in jobs if verdicts[j.stage].current
+            and locked.get(j.stage) != hasher.digest(str(stamp_path(j.stage)))]
+    _save_hashes(root, hasher)
+    stale = sorted(v.stage for v in verdicts.values() if not v.current)
+    if todo:
+        _commit(root, set(todo))
+    print(f"genlab: recorded {len(todo)} stage(s) in DVC in {time.perf_counter() - t0:.1f} s"
+          + (f"; {len(stale)} stale stage(s) left for the next run: {', '.join(stale[:8])}"
+             + (" ..." if len(stale) > 8 else "") if stale else ""), file=out)
+    return todo
+
+
+def _commit(root: Path, names: set[str]) -> None:
+    """``dvc commit --force`` of these stages, on one index (DVC's CLI collects it per target)."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo, repo.lock:
+        stages = [s for s in repo.index.stages if s.name in names]
+        for stage in stages:
+            stage.save()  # hashes deps and outs; the run-cache entry is right: the stage is current
+            stage.commit()
+        if stages:
+            stages[0].dvcfile.dump_stages(stages, update_pipeline=False)
+
+
+def sync(root: str | Path) -> int:
+    """``genlab sync``: after ``dvc pull``/``dvc checkout``/``dvc repro``, let Snakemake agree."""
+    verdicts = reconcile(Path(root), out=sys.stdout)
+    current = sum(v.current for v in verdicts.values())
+    print(f"genlab sync: {current} of {len(verdicts)} stages current; Snakemake will rerun the "
+          f"other {len(verdicts) - current}" if current < len(verdicts) else
+          f"genlab sync: all {len(verdicts)} stages current")
     return 0
 
 
 def run(args) -> int:
     """``genlab sync``."""
-    return sync(Path.cwd(), dry_run=args.dry_run)
+    return sync(Path.cwd())
