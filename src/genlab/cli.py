@@ -124,26 +124,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stamper(stage: str | None) -> Callable[[], None]:
-    """Read the stage's inputs now, before it runs; the returned call stamps its outputs."""
-    if stage is None:
-        return lambda: None
-    from genlab.workflow import fingerprint
-
-    root = Path.cwd()
-    job = fingerprint.find_job(root, stage)
-    inputs = fingerprint.inputs_of(job, fingerprint.Hasher(root))
-    return lambda: fingerprint.write_stamp(root, job, inputs)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.stage is None:
+        return _run(args)
+    from genlab.stages.stage_run import StageRun
+
+    with StageRun(args.stage) as stage:
+        code = _run(args)
+        if code == 0:
+            stage.succeeded()
+        return code
+
+
+def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
-        stamp = _stamper(args.stage)
         code = args.func(args)
-        if code == 0:
-            stamp()
         # the closing line of the stage's log, which the report's wall-time table reads (wall time
         # goes to logs, never to an artifact: see genlab.provenance)
         log.info("genlab %s: wall time %.2f s", args.command, time.perf_counter() - t0)
@@ -151,3 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ParamsError, ArtifactError) as exc:
         print(f"genlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"genlab {args.command}: interrupted (its outputs are not stamped, so both "
+              "engines will run it again)", file=sys.stderr)
+        return 130

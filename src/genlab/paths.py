@@ -50,4 +50,4 @@ def analysis_dir(study: str, analysis: str) -> PurePosixPath:
 DATASET_FILES = ("train.parquet", "test.parquet", "dataset.json")
 RUN_FILES = ("model.safetensors", "model.json", "history.parquet", "metrics.json")
 SUMMARY_FILES = ("summary.json", "summary.parquet")
-REPORT_FILES = ("index.html", "claims.json")
+REPORT_FILES = ("index.html", "claims.json", "metrics.json")

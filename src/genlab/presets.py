@@ -5,7 +5,9 @@ holds only what a preset changes (its ``scale:``, its sizes, its run grids), and
 it onto ``params.yaml`` (:func:`merge`): mappings merge key by key, any other value replaces, a
 ``runs:`` block replaces the base's grid whole, and a key that ``params.yaml`` does not have is an
 error naming its path, so a typo cannot add a key silently. :func:`preset_text` writes the merged
-file with ``params.yaml``'s comments and key order (ruamel.yaml round trip) and validates it.
+file with ``params.yaml``'s comments and key order (ruamel.yaml round trip) and validates it, in
+the layout DVC's own YAML dump keeps (:func:`dvc_stable`), so that ``dvc exp run -S key=value``
+on a generated file changes one line, not the file's layout.
 ``genlab preset paper --out params.yaml`` switches presets; ``git checkout params.yaml`` goes back.
 """
 
@@ -21,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedBase
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import FoldedScalarString
 
 from genlab.config import ParamsError, format_key_path, parse_yaml, validate_params
 
@@ -35,6 +39,9 @@ HEADER = (GENERATED + "\n"
           "# (`--out FILE` writes it): edit those two files, not this one, and regenerate.\n"
           "# Validate with `genlab check-params`; schema: workflow/schemas/params.schema.json.\n")
 _NAME = re.compile(r"[\w-]+")
+WIDTH = 80
+"""The line width of DVC's YAML dump (ruamel.yaml's default, which ``dvc.utils.serialize`` keeps):
+a flow collection or a folded string that runs past it is re-wrapped by ruamel's own rules."""
 
 
 class PresetError(ParamsError):
@@ -73,11 +80,39 @@ def _carry_comment(source: Any, target: Any, key: Any) -> None:
 
 
 def _round_trip() -> YAML:
-    # round trip, a safe loader: comments, key order, flow style and folded strings are kept
-    rt = YAML(typ="rt")
-    rt.width = 4096  # never re-wrap a flow mapping (ruamel's wrapping is not params.yaml's)
-    rt.preserve_quotes = True
-    return rt
+    # round trip, as DVC loads a params file (dvc.utils.serialize.parse_yaml_for_update): comments,
+    # key order, flow style and folded strings are kept; quotes are not (DVC's dump drops them)
+    return YAML(typ="rt")
+
+
+def _one_line(node: Any) -> str:
+    """``node`` (a flow collection) written on one line, as YAML."""
+    yaml = YAML(typ="rt")
+    yaml.width = 1 << 16
+    buffer = io.StringIO()
+    yaml.dump(node, buffer)
+    return buffer.getvalue().splitlines()[0]
+
+
+def dvc_stable(node: Any, indent: int = 0) -> Any:
+    """Restyle ``node`` (ruamel.yaml round-trip data, a block mapping or sequence at column
+    ``indent``) in place so that DVC's YAML dump, the one ``dvc exp run -S`` rewrites a params
+    file with, writes it back byte for byte; returns ``node``. Three rules: a flow mapping stays
+    on its one line where that line fits in :data:`WIDTH` columns, else it becomes a block
+    mapping (ruamel would wrap it); a list under a block mapping is a block sequence (``-S``
+    replaces every list with a plain one, which DVC dumps in block style); a folded string
+    (``>-``) is re-wrapped by ruamel itself at :data:`WIDTH`. Values are never changed."""
+    items = node.items() if isinstance(node, Mapping) else enumerate(node)
+    for key, value in list(items):
+        if isinstance(value, FoldedScalarString):
+            node[key] = FoldedScalarString(str(value))  # no fold positions: ruamel's wrapping
+        elif isinstance(value, (Mapping, list)) and isinstance(value, CommentedBase):
+            if (isinstance(value, Mapping) and value.fa.flow_style()
+                    and indent + len(f"{key}: ") + len(_one_line(value)) <= WIDTH):
+                continue
+            value.fa.set_block_style()
+            dvc_stable(value, indent + 2)
+    return node
 
 
 def _load(rt: YAML, path: Path) -> Any:
@@ -119,10 +154,10 @@ def preset_text(name: str, root: Path = Path(".")) -> str:
         merged = merge(base, overrides)
     except PresetError as exc:
         raise PresetError(f"{source}: {exc}") from None
-    buffer = io.StringIO()
-    rt.dump(merged, buffer)
+    from dvc.utils.serialize import dumps_yaml  # DVC's own dump, the one `dvc exp run -S` uses
+
     # params.yaml's own header describes params.yaml (the default preset): the header replaces it
-    lines = buffer.getvalue().splitlines(keepends=True)
+    lines = dumps_yaml(dvc_stable(merged)).splitlines(keepends=True)
     while lines and (lines[0].startswith("#") or not lines[0].strip()):
         lines.pop(0)
     text = HEADER.format(name=name) + "".join(lines)

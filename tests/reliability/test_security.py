@@ -219,7 +219,7 @@ def _fake_report(text: str):
     """A report from a fake summary with ``text`` in every string the report shows."""
     from genlab.report.collect import AnalysisSection, Report, StudySection
 
-    claim = {"study": text, "claim": text, "citation": text, "criterion": text,
+    claim = {"study": text, "key": text, "claim": text, "citation": text, "criterion": text,
              "status": "reproduced", "numbers": {text: text, "x": 1.5}}
     section = StudySection(
         name="random_labels", title=text, description=text, claims=[claim],

@@ -14,7 +14,8 @@ from genlab.io import write_json, write_parquet
 from tests_support import ci_params_text
 
 PRESENT = "random_labels"
-CLAIM = {"study": PRESENT, "claim": "Networks fit random labels.", "citation": "Zhang et al. 2017",
+CLAIM = {"study": PRESENT, "key": "fits_random_labels", "claim": "Networks fit random labels.",
+         "citation": "Zhang et al. 2017",
          "criterion": "train accuracy ≥ 0.99 at p = 1", "status": "reproduced",
          "numbers": {"train_acc": 1.0, "test_acc": 0.31}}
 LOG = ("2026-12-02 10:00:00,000 INFO genlab: trained 4 run(s) of random_labels in 2.0s\n"

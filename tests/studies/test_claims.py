@@ -123,7 +123,7 @@ TEXT, CRITERION, CITATION = FITS.text, FITS.criterion, FITS.citation
 def old_claim(status: str, numbers: Mapping[str, Any]) -> ClaimResult:
     """benign_oscillation, influence, intrinsic_dim, measures_grid, mislabel_detection,
     random_labels, sgd_stability: the status decided by the caller."""
-    return ClaimResult(study="toy", claim=TEXT, status=status,  # type: ignore[arg-type]
+    return ClaimResult(study="toy", key=FITS.key, claim=TEXT, status=status,  # type: ignore[arg-type]
                        numbers=numbers, citation=CITATION, criterion=CRITERION)
 
 

@@ -152,7 +152,8 @@ def test_resources_come_from_meta(engines) -> None:
 def test_exactly_the_torch_stages_declare_a_gpu(engines) -> None:
     _, dvc, _ = engines
     for stage, st in dvc.items():
-        torch_stage = st["cmd"].split()[5] in ("train", "analyze")  # python -m genlab --stage S <command>
+        # python -m genlab --stage NAME <command>
+        torch_stage = st["cmd"].split()[5] in ("train", "analyze")
         assert st["meta"].get("resources", {}).get("gpu") == (1 if torch_stage else None), stage
 
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from genlab.io import write_json, write_text
 from genlab.paths import LOGS
 from genlab.report.collect import collect
 from genlab.report.render import render_html
 from genlab.stages.common import setup
+
+
+def claim_metrics(claims: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each claim's status and deciding numbers by study and key: a flat DVC metric."""
+    metrics: dict[str, Any] = {}
+    for c in claims:
+        metrics.setdefault(c["study"], {})[c["key"]] = {"status": c["status"], **c["numbers"]}
+    return metrics
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,5 +28,6 @@ def run(args: argparse.Namespace) -> int:
     report = collect(params, {d.name: d for d in args.studies}, logs=logs)
     write_text(args.out / "index.html", render_html(report))
     write_json(args.out / "claims.json", {"claims": [c for c in report.claims]})
+    write_json(args.out / "metrics.json", claim_metrics(report.claims))
     print(f"report written to {args.out / 'index.html'}")
     return 0

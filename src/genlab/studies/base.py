@@ -22,6 +22,7 @@ class ClaimResult:
     """One literature claim checked on this study's summary, with the numbers that decided it."""
 
     study: str
+    key: str  # the claim's name within its study (its declare() key)
     claim: str
     status: ClaimStatus
     numbers: Mapping[str, Any]
@@ -29,7 +30,7 @@ class ClaimResult:
     criterion: str  # the pass criterion, in words, as the report shows it
 
     def to_json(self) -> dict[str, Any]:
-        return {"study": self.study, "claim": self.claim, "status": self.status,
+        return {"study": self.study, "key": self.key, "claim": self.claim, "status": self.status,
                 "numbers": dict(self.numbers), "citation": self.citation,
                 "criterion": self.criterion}
 

@@ -75,8 +75,8 @@ def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Ver
         status = "not_run"
     else:
         status = "reproduced" if verdict else "not_reproduced"
-    return ClaimResult(study=claim.study, claim=claim.text, status=status, numbers=numbers,
-                       citation=claim.citation, criterion=claim.criterion)
+    return ClaimResult(study=claim.study, key=claim.key, claim=claim.text, status=status,
+                       numbers=numbers, citation=claim.citation, criterion=claim.criterion)
 
 
 def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:

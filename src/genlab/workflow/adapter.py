@@ -70,8 +70,10 @@ _FOREACH = re.compile(r"^\$\{([\w.]+)\}$")
 
 
 def _load_yaml(path: Path) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: ~10x faster
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (a safe loader)
+    text = path.read_text(encoding="utf-8")
+    if hasattr(yaml, "CSafeLoader"):  # libyaml's, when PyYAML was built with it: ~10x faster
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+    return yaml.safe_load(text)
 
 
 def _substitute(node: Any, key: str) -> Any:

@@ -133,8 +133,11 @@ class _Builder:
                      *self.code("report", *(figures_module(s) for s in studies),
                                *(a.view_module for a in ANALYSES.values()))],
             "params": ["scale", "report", "studies"],
-            "outs": [str(paths.REPORTS / "index.html"), _stamp("report")],
-            "metrics": [str(paths.REPORTS / "claims.json")],
+            "outs": [str(paths.REPORTS / "index.html"), str(paths.REPORTS / "claims.json"),
+                     _stamp("report")],
+            # flat and small, for `dvc metrics diff` and `dvc exp show` (claims.json's list of
+            # records is invisible to them)
+            "metrics": [str(paths.REPORTS / "metrics.json")],
             "meta": {"log": _log("report")},
         }
         return stages
@@ -203,8 +206,9 @@ class _Builder:
             "params": [key],
             "outs": [str(study_dir / "summary.parquet"), *(
                 str(study_dir / f"{a}_{table}.parquet")
-                for a in analyses for table in ANALYSES[a].tables), _stamp(f"{name}_aggregate")],
-            "metrics": [str(study_dir / "summary.json")],
+                for a in analyses for table in ANALYSES[a].tables),
+                     # an out, not a DVC metric: its provenance would make thousands of columns
+                     str(study_dir / "summary.json"), _stamp(f"{name}_aggregate")],
         }
         if entry.plots:
             aggregate["plots"] = [{str(study_dir / p.file): {

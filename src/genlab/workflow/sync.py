@@ -3,10 +3,11 @@
 - :func:`reconcile` runs when Snakemake parses the workflow (and as ``genlab sync``). Snakemake
   judges by mtimes; this makes the mtimes say what the fingerprints say. Each rule has one extra
   input, ``.genlab/stale/<rule>``: for a stale stage it is rewritten now (the reason, with the
-  time), so Snakemake reruns the stage whatever its outputs' mtimes (say, outputs that ``dvc exp run`` wrote from other
-  params); for a current stage it is set to the epoch, and outputs older than one of their
-  inputs (as ``dvc checkout`` or ``dvc pull`` leave them) get a newer mtime, so Snakemake does
-  not rerun what is current. Nothing is deleted; only mtimes change.
+  time), so Snakemake reruns the stage whatever its outputs' mtimes (say, outputs that
+  ``dvc exp run`` wrote from other params); for a current stage it is set to the epoch, and
+  outputs older than one of their inputs (as ``dvc checkout`` or ``dvc pull`` leave them) get a
+  newer mtime, so Snakemake does not rerun what is current. Nothing is deleted; only mtimes
+  change.
 - :func:`record_in_dvc` runs after a Snakemake run: it commits to DVC exactly the stages that are
   current and whose stamp dvc.lock does not hold yet, through DVC's Python API on one index. A
   stale stage (a targeted or partial run leaves some) is never committed: ``dvc status`` keeps
