@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dvc.utils.hydra import apply_overrides
-from dvc.utils.serialize import modify_yaml
+from dvc.utils.serialize import modify_yaml, parse_yaml
 
 from genlab.presets import available, preset_text
 from tests_support import ROOT
@@ -27,6 +27,8 @@ OVERRIDES = [
     ("studies.random_labels.runs.p0-s0.seed=7",  # inside a one-line run entry
      ("studies", "random_labels", "runs", "p0-s0", "seed"), 7),
     ("runtime.threads=2", ("runtime", "threads"), 2),  # a line with a comment after its value
+    ("studies.intrinsic_dim.subspace.full_train.stop_at_train_acc=0.9",  # null, then a comment
+     ("studies", "intrinsic_dim", "subspace", "full_train", "stop_at_train_acc"), 0.9),
     ("studies.sgd_stability.recipe.target_loss=1e-6",
      ("studies", "sgd_stability", "recipe", "target_loss"), 1e-6),
 ]
@@ -82,9 +84,13 @@ def test_setting_a_value_to_itself_through_dash_s_changes_nothing(name: str, tex
     assert _changed(text, path.read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize(("override", "key_path", "value"), OVERRIDES,
-                         ids=[o[0].split("=")[0] for o in OVERRIDES])
+# every kind of line in params.yaml; the presets' files (larger, slower) with the first one
+CASES = [("params.yaml", *case) for case in OVERRIDES] + [
+    (name, *OVERRIDES[0]) for name in NAMES[1:]]
+
+
+@pytest.mark.parametrize(("name", "override", "key_path", "value"), CASES,
+                         ids=[f"{c[0]}:{c[1].split('=')[0]}" for c in CASES])
 def test_dash_s_changes_exactly_one_line(name: str, override: str, key_path: tuple[str, ...],
                                          value: object, texts, tmp_path) -> None:
     text = texts[name]
@@ -93,7 +99,8 @@ def test_dash_s_changes_exactly_one_line(name: str, override: str, key_path: tup
     after = path.read_text(encoding="utf-8")
     changed = _changed(text, after)
     assert len(changed) == 2 and changed[0][0] == "-" and changed[1][0] == "+", changed
-    before_data, after_data = yaml.safe_load(text), yaml.safe_load(after)
+    # read as DVC reads it (YAML 1.2): ruamel writes 1e-6 as `1e-06`, a string to PyYAML's 1.1
+    before_data, after_data = parse_yaml(text, "before"), parse_yaml(after, "after")
     assert _at(after_data, key_path) == value
     # and nothing else: the same file with the old value put back
     parent = _at(after_data, key_path[:-1])

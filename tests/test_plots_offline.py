@@ -1,8 +1,8 @@
 """`dvc plots show` / `dvc plots diff` pages work offline: .dvc/config's ``plots.html_template`` is
 workflow/plots/offline.html, which inlines the vendored vega, vega-lite and vega-embed
 (workflow/plots/README.md) where DVC's default page loads them from a CDN. A throwaway DVC repo with
-that setting and one plot gets pages from plain `dvc plots show|diff` that fetch nothing and draw
-their chart in headless Chromium (the report browser test's helpers: every host name resolves to
+that setting and two plots gets pages from plain `dvc plots show|diff` that fetch nothing and draw
+their charts in headless Chromium (the report browser test's helpers: every host name resolves to
 nothing, and Chromium's network log shows what the page requested)."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from configobj import ConfigObj
 
 from tests_support import ROOT, run, tool_env
 
-sys.path.insert(0, str(ROOT / "tests" / "report"))  # where pytest itself imports them from
+# the report browser test's Chromium helpers (pytest puts tests/report on sys.path itself, as it
+# does for every test folder without __init__.py, when it collects that folder)
+sys.path.insert(0, str(ROOT / "tests" / "report"))
 from test_report_browser import CHROMIUM, chromium, page_requests  # noqa: E402
 
 PLOTS = ROOT / "workflow" / "plots"
@@ -65,13 +67,16 @@ def test_vendored_bundles_are_the_versions_the_readme_states() -> None:
         assert f"/*! {package} {version} (npm), " in TEMPLATE.read_text(encoding="utf-8")
 
 
-def chart_colours(page: str) -> list[tuple[int, int, int]]:
-    """The colour of each revision's line, from the specs dvc_render wrote into the page."""
-    colours = []
-    for spec in re.findall(r"var spec = (\{.*\});\n", page):
-        scale = json.loads(spec)["encoding"]["color"]["scale"]
-        colours += [bytes.fromhex(c.lstrip("#")) for c in scale["range"][:len(scale["domain"])]]
-    return [tuple(c) for c in colours]
+def chart_colours(page: str) -> tuple[int, set[tuple[int, int, int]]]:
+    """How many charts the page embeds, and the colours of their revisions (from the specs
+    dvc_render wrote into it)."""
+    specs = [json.loads(s) for s in re.findall(r"var spec = (\{.*\});\n", page)]
+    colours = set()
+    for spec in specs:
+        scale = spec["encoding"]["color"]["scale"]
+        used = scale["range"][:len(scale["domain"])]
+        colours |= {tuple(bytes.fromhex(c.lstrip("#"))) for c in used}
+    return len(specs), colours
 
 
 def pixels_of(shot: Path, colour: tuple[int, int, int]) -> int:
@@ -86,16 +91,15 @@ def assert_renders_offline(page: Path, tmp_path: Path, revisions: int) -> None:
     html = page.read_text(encoding="utf-8")
     assert "cdn.jsdelivr.net" not in html
     assert re.findall(r"<script\b[^>]*\bsrc\s*=", html, re.IGNORECASE) == []  # all inline
-    assert html.count("vegaEmbed('#") == 1
-    colours = chart_colours(html)
-    assert len(colours) == revisions
+    charts, colours = chart_colours(html)
+    assert (charts, len(colours)) == (2, revisions)
 
     net_log = tmp_path / f"{page.parent.name}-net.json"
     dom = chromium(page, tmp_path / f"{page.parent.name}-dom", "--dump-dom",
                    f"--log-net-log={net_log}")
-    # vega-embed wrapped the div and vega drew the chart (its default renderer: a canvas)
-    assert re.search(r'<div id="[^"]+" class="vega-embed[^"]*"', dom.stdout), dom.stdout[-2000:]
-    assert re.search(r'<canvas [^>]*class="marks"', dom.stdout), dom.stdout[-2000:]
+    # vega-embed wrapped each div and vega drew each chart (its default renderer: a canvas)
+    assert len(re.findall(r'<div id="[^"]+" class="vega-embed[^"]*"', dom.stdout)) == charts
+    assert len(re.findall(r'<canvas [^>]*class="marks"', dom.stdout)) == charts
     assert page_requests(net_log) == set()
     # vega logs warnings for DVC's hover layer (empty until the mouse moves): no other line, no
     # error, no blocked load
@@ -104,8 +108,8 @@ def assert_renders_offline(page: Path, tmp_path: Path, revisions: int) -> None:
 
     shot = tmp_path / f"{page.parent.name}.png"
     chromium(page, tmp_path / f"{page.parent.name}-shot", f"--screenshot={shot}",
-             "--window-size=800,600", "--hide-scrollbars")
-    for colour in colours:  # each revision's line is drawn, not only its legend entry
+             "--window-size=800,1000", "--hide-scrollbars")
+    for colour in colours:  # each revision's line is drawn, not only its legend entries
         assert pixels_of(shot, colour) > 200, (colour, pixels_of(shot, colour))
 
 
@@ -121,11 +125,17 @@ def test_plots_show_and_diff_pages_render_offline(tmp_path: Path) -> None:
     run(["git", "init", "-q", "-b", "main"], repo, env)
     run(["dvc", "init", "-q"], repo, env)
     run(["dvc", "config", "plots.html_template", setting], repo, env)
+    # DVC's default (linear) template, and the scatter one the project's plots use
     (repo / "loss.csv").write_text("step,loss\n0,1.0\n1,0.5\n2,0.25\n3,0.125\n")
-    (repo / "dvc.yaml").write_text("plots:\n  - loss.csv:\n      x: step\n      y: loss\n")
+    (repo / "acc.csv").write_text("step,acc\n0,0.25\n1,0.5\n2,0.75\n3,1.0\n")
+    (repo / "dvc.yaml").write_text(
+        "plots:\n  - loss.csv:\n      x: step\n      y: loss\n"
+        "  - acc.csv:\n      x: step\n      y: acc\n      template: scatter\n"
+        "      title: Accuracy per step (λ = 0.1)\n", encoding="utf-8")
     run(["git", "add", "-A"], repo, env)
     run(["git", "commit", "-q", "-m", "a plot"], repo, env)
     (repo / "loss.csv").write_text("step,loss\n0,2.0\n1,1.5\n2,1.25\n3,1.125\n")
+    (repo / "acc.csv").write_text("step,acc\n0,0.5\n1,0.75\n2,0.875\n3,1.0\n")
 
     run(["dvc", "plots", "show", "--out", "show"], repo, env)
     assert_renders_offline(repo / "show" / "index.html", tmp_path, revisions=1)

@@ -191,7 +191,8 @@ def downstream(jobs, stages: set[str]) -> set[str]:
 
     found, grew = set(stages), True
     while grew:
-        outs = [o for j in jobs if j.stage in found for o in j.outs]
+        # Snakemake orders nothing behind the params gate (it checks params.yaml when it parses)
+        outs = [o for j in jobs if j.stage in found and not j.gate for o in j.outs]
         more = {j.stage for j in jobs if j.stage not in found and not j.gate
                 and any(feeds(o, d) for o in outs for d in j.deps)}
         found |= more
@@ -254,15 +255,115 @@ def test_a_study_switched_off_or_deleted_leaves_a_valid_pipeline_in_both_engines
     assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
 
 
-def test_sync_refuses_when_dvc_status_is_dirty(project: Project) -> None:
-    def lr(raw):
-        raw["studies"]["random_labels"]["train"]["lr"] = 0.03
-    project.edit(lr)
+def stale_in_both(project: Project) -> set[str]:
+    """The stages `dvc status` lists, after checking that `snakemake -n` plans exactly those and
+    what depends on their outputs (the two engines agree)."""
+    from genlab.workflow.adapter import dvc_jobs
+
+    stale = set(json.loads(project.sh("dvc", "status", "--json").stdout))
+    assert project.snakemake_plan() == {rule(s) for s in downstream(dvc_jobs(project.root),
+                                                                     stale)}
+    return stale
+
+
+def k(value: int):
+    def edit(raw):
+        raw["studies"]["eos_gd"]["analyses"]["sharpness"]["k"] = value
+    return edit
+
+
+SHARPNESS_EDIT = {"check_params", "eos_gd_sharpness", "eos_gd_aggregate", "report"}
+
+
+def stamped_k(project: Project) -> int:
+    stamp = json.loads((project.root / "data/stamps/eos_gd_sharpness.json").read_text())
+    return stamp["inputs"]["params"]["studies.eos_gd.analyses.sharpness"]["k"]
+
+
+def back_in_sync(project: Project) -> None:
+    """Params restored by the caller: one Snakemake run makes everything current again."""
+    project.sh("snakemake", "--cores", "2", timeout=1200)
+    assert stale_in_both(project) == set()
+
+
+def test_a_targeted_run_records_only_what_is_current(project: Project) -> None:
+    """After a params edit, a run of one target (or --until one stage) records that target in
+    DVC and nothing stale: both engines still want the edited analysis and what follows."""
+    k0 = stamped_k(project)
+    project.edit(k(k0 + 1))
     try:
-        proc = project.sh("genlab", "sync", check=False)
-        assert proc.returncode == 1 and "not clean" in proc.stderr
+        assert stale_in_both(project) == SHARPNESS_EDIT
+        project.sh("snakemake", "--cores", "1", "data/params.checked")
+        assert stale_in_both(project) == SHARPNESS_EDIT - {"check_params"}
+        project.sh("snakemake", "--cores", "1", "--until", "eos_gd_sharpness")
+        assert stale_in_both(project) == {"eos_gd_aggregate", "report"}
+        assert stamped_k(project) == k0 + 1
     finally:
         project.restore_params()
+    # reverted: the gate and the analysis hold the edit, the summary their outputs' old bytes;
+    # the report never saw the edit
+    assert stale_in_both(project) == SHARPNESS_EDIT - {"report"}
+    back_in_sync(project)
+
+
+def test_dvc_run_cache_never_pairs_params_with_outputs_they_did_not_make(
+        project: Project) -> None:
+    """A targeted run after an edit, the edit reverted, then applied again: `dvc repro`
+    computes the edited analysis (nothing in the run-cache claims to hold it). The stamp, which
+    the command writes from the params it read, would come back from a wrong pairing too."""
+    k0 = stamped_k(project) + 1  # a value no earlier test ran
+    project.edit(k(k0 + 1))
+    try:
+        project.sh("snakemake", "--cores", "1", "data/params.checked")
+    finally:
+        project.restore_params()
+    project.edit(k(k0 + 1))
+    try:
+        out = project.sh("dvc", "repro", "eos_gd_sharpness").stdout
+        assert "Running stage 'eos_gd_sharpness'" in out, out
+        assert stamped_k(project) == k0 + 1
+    finally:
+        project.restore_params()
+    back_in_sync(project)
+
+
+def test_outputs_dvc_made_from_other_params_are_rerun_by_snakemake(project: Project) -> None:
+    """`dvc exp run -S` leaves its outputs in the workspace; after `git checkout params.yaml`
+    both engines see that they do not match the params (Snakemake whatever their mtimes)."""
+    k0 = stamped_k(project)
+    project.sh("git", "add", "dvc.lock")
+    project.sh("git", "commit", "-q", "-m", "results", "--allow-empty")
+    project.sh("dvc", "exp", "run", "-S", f"studies.eos_gd.analyses.sharpness.k={k0 + 1}",
+               timeout=1200)
+    project.restore_params()
+    assert stamped_k(project) == k0 + 1
+    assert stale_in_both(project) == SHARPNESS_EDIT
+    back_in_sync(project)
+    assert stamped_k(project) == k0
+
+
+def test_an_output_edited_by_hand_is_reported_by_both_engines(project: Project) -> None:
+    summary = project.root / "data/eos_gd/summary.json"
+    text = summary.read_text()
+    summary.write_text(text.replace("{", "{\"edited\": true, ", 1))
+    assert stale_in_both(project) == {"eos_gd_aggregate", "report"}
+    back_in_sync(project)
+    assert summary.read_text() == text
+
+
+def test_sync_makes_snakemake_agree_after_dvc_runs(project: Project) -> None:
+    """genlab sync needs no DVC and no Snakemake pass: it reconciles mtimes with the stamps,
+    and a stale stage stays stale."""
+    k0 = stamped_k(project)
+    project.edit(k(k0 + 1))
+    try:
+        proc = project.sh("genlab", "sync")
+        assert "stages current" in proc.stdout
+        assert stale_in_both(project) == SHARPNESS_EDIT
+    finally:
+        project.restore_params()
+    project.sh("genlab", "sync")
+    assert stale_in_both(project) == set()
 
 
 @pytest.mark.parametrize("engine", ["snakemake", "dvc"])
@@ -281,10 +382,15 @@ def test_invalid_params_fail_before_any_job_and_change_nothing(project: Project,
     finally:
         project.restore_params()
     after = project.digest()
-    # Snakemake keeps a run log of each invocation under .snakemake/log; that is all it may add.
-    new = {k for k in after if k not in before and not k.startswith(".snakemake/log/")}
+    # Snakemake keeps a run log of each invocation under .snakemake/log, and the gate run by DVC
+    # writes why it refused to its own log; nothing else may change
+    logs = {".snakemake/log/", "logs/check_params.log"}
+    new = {k for k in after if k not in before and not k.startswith(tuple(logs))}
     assert new == set()
-    assert {k: v for k, v in after.items() if k in before} == before
+    assert {k: v for k, v in after.items() if k in before and not k.startswith(tuple(logs))} == {
+        k: v for k, v in before.items() if not k.startswith(tuple(logs))}
+    if engine == "dvc":
+        assert "must be > 0, got -0.1" in (project.root / "logs/check_params.log").read_text()
 
 
 def test_remote_round_trip(project: Project, tmp_path: Path) -> None:

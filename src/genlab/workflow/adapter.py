@@ -69,7 +69,8 @@ def _lookup(tree: Any, dotted: str) -> Any:
 _FOREACH = re.compile(r"^\$\{([\w.]+)\}$")
 
 
-def _load_yaml(path: Path) -> Any:
+def load_yaml(path: Path) -> Any:
+    """A YAML file, by libyaml's safe loader where PyYAML has it."""
     text = path.read_text(encoding="utf-8")
     if hasattr(yaml, "CSafeLoader"):  # libyaml's, when PyYAML was built with it: ~10x faster
         return yaml.load(text, Loader=yaml.CSafeLoader)
@@ -109,8 +110,8 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
     tests/workflow/test_dag.py checks the result against DVC's parse.
     """
     root = Path(root)
-    stages = _load_yaml(root / "dvc.yaml")["stages"]
-    tree = _load_yaml(root / PARAMS_FILE) or {}
+    stages = load_yaml(root / "dvc.yaml")["stages"]
+    tree = load_yaml(root / PARAMS_FILE) or {}
     jobs = []
     for name, body in stages.items():
         if "foreach" not in body:

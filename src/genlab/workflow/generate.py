@@ -114,8 +114,8 @@ class _Builder:
             "deps": self.deps.files([*ENTRY, "genlab.stages.check_params"]),
             "params": ["scale", "report", "studies"],
             # persist: DVC deletes a stage's outputs before running it; an invalid file must
-            # delete nothing, this stamp included (a failed check leaves dvc.lock stale)
-            "outs": [{GATE_STAMP: {"persist": True}}, _stamp("check_params")],
+            # delete nothing, these stamps included (a failed check leaves dvc.lock stale)
+            "outs": [{GATE_STAMP: {"persist": True}}, {_stamp("check_params"): {"persist": True}}],
             "meta": {"gate": True, "log": _log("check_params")},
         }}
         report_deps: list[str] = []

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from genlab.workflow.adapter import Job, dvc_jobs, snakemake_inputs
+from genlab.workflow.adapter import Job, dvc_jobs, load_yaml, snakemake_inputs
 from genlab.workflow.fingerprint import Hasher, Verdict, files_under, judge, stamp_path
 
 GENLAB_DIR = ".genlab"
@@ -73,8 +73,19 @@ def _save_hashes(root: Path, hasher: Hasher) -> None:
     write_text(root / HASHES, json.dumps(hasher.table(), sort_keys=True))
 
 
+SNAKEMAKE_MARKER = ".snakemake_timestamp"
+
+
 def _mtimes(root: Path, paths: list[str]) -> list[int]:
-    return [(root / p).stat().st_mtime_ns for p in paths if (root / p).exists()]
+    """The mtimes Snakemake reads: a folder's marker file's, when it keeps one inside."""
+    found = []
+    for p in paths:
+        full = root / p
+        if (full / SNAKEMAKE_MARKER).exists():
+            full = full / SNAKEMAKE_MARKER
+        if full.exists():
+            found.append(full.stat().st_mtime_ns)
+    return found
 
 
 def _touch(root: Path, out: str, mtime_ns: int, hasher: Hasher) -> None:
@@ -83,6 +94,10 @@ def _touch(root: Path, out: str, mtime_ns: int, hasher: Hasher) -> None:
         os.utime(root / f, ns=(mtime_ns, mtime_ns))
         hasher.retime(f)
     if full.is_dir():
+        # Snakemake reads a folder output's mtime from the marker it keeps inside, if any
+        marker = full / SNAKEMAKE_MARKER
+        if marker.exists():
+            os.utime(marker, ns=(mtime_ns, mtime_ns))
         os.utime(full, ns=(mtime_ns, mtime_ns))
 
 
@@ -134,10 +149,9 @@ def _print_stale(verdicts: dict[str, Verdict], out) -> None:
 
 def _locked_stamps(root: Path) -> dict[str, str]:
     """Each stage's stamp md5 as dvc.lock records it."""
-    try:
-        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
+    if not (root / "dvc.lock").exists():
         return {}
+    lock = load_yaml(root / "dvc.lock") or {}
     found = {}
     for stage, entry in (lock.get("stages") or {}).items():
         for out in entry.get("outs", []):
@@ -181,16 +195,31 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
 
 
 def _commit(root: Path, names: set[str]) -> None:
-    """``dvc commit --force`` of these stages, on one index (DVC's CLI collects it per target)."""
-    from dvc.repo import Repo
+    """``dvc commit --force`` of these stages, on one index (DVC's CLI collects it per target).
 
+    The entries are DVC's own (``dvc.stage.serialize.to_lockfile``), but dvc.lock is rewritten
+    here with libyaml: DVC's round-trip rewrite of it takes seconds per call on a lockfile
+    that lists every stage's source files.
+    """
+    from dvc.repo import Repo
+    from dvc.stage.serialize import to_lockfile
+
+    from genlab.io import write_text
+
+    lock_path = root / "dvc.lock"
     with Repo(str(root)) as repo, repo.lock:
         stages = [s for s in repo.index.stages if s.name in names]
         for stage in stages:
             stage.save()  # hashes deps and outs; the run-cache entry is right: the stage is current
             stage.commit()
-        if stages:
-            stages[0].dvcfile.dump_stages(stages, update_pipeline=False)
+        lock = (load_yaml(lock_path) or {}) if lock_path.exists() else {}
+        lock = {"schema": "2.0", **lock}
+        lock.setdefault("stages", {})
+        for stage in stages:  # DVC's OrderedDicts as plain ones (the order is kept)
+            lock["stages"].update(json.loads(json.dumps(to_lockfile(stage))))
+        dump = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
+        write_text(lock_path, yaml.dump(lock, Dumper=dump, sort_keys=False,
+                                        default_flow_style=False, allow_unicode=True))
 
 
 def sync(root: str | Path) -> int:
