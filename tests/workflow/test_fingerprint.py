@@ -122,3 +122,26 @@ def test_reconcile_sets_what_snakemake_reads(root: Path) -> None:
     trigger = root / trigger_path(use)
     assert "param scale changed" in trigger.read_text()
     assert trigger.stat().st_mtime_ns > (root / "data/used/all.txt").stat().st_mtime_ns
+
+
+def test_stamps_hold_content_only_and_the_mtime_cache_stays_in_the_workspace(
+        root: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The same inputs give byte-identical stamps in another workspace at other times (they are
+    DVC outputs: dvc.lock must not depend on when or where a stage ran), and an edit that keeps
+    a file's size is still caught once its mtime moves."""
+    run_all(root)
+    other = tmp_path_factory.mktemp("other")
+    for name in ("dvc.yaml", "params.yaml", "src/code.py"):
+        write(other / name, (root / name).read_text())
+    os.utime(other / "src/code.py", ns=(5 * 10**17, 5 * 10**17))
+    run_all(other)
+    for stage in ("make@a", "make@b", "use"):
+        ours = (root / f"data/stamps/{stage}.json").read_bytes()
+        assert ours == (other / f"data/stamps/{stage}.json").read_bytes()
+        assert b"mtime" not in ours
+        cache = json.loads((root / f".genlab/hashes/{stage}.json").read_text())
+        assert all("mtime_ns" in rec for rec in cache.values())
+    made = root / "data/made/a.txt"
+    made.write_text(made.read_text().replace("1", "7"))  # same size, new mtime
+    assert stale(root) == {"make@a": "output data/made/a.txt was changed after the stage wrote it",
+                           "use": "input data/made changed"}

@@ -4,7 +4,10 @@ A stage command run with ``--stage NAME`` (dvc.yaml's commands are) reads the in
 lists for it before it starts (the values of its tracked params, the md5 of each code file and
 input artifact) and, when it succeeds, writes them with the md5 of each output it wrote to
 ``data/stamps/NAME.json``, one of the stage's outputs. Whichever engine ran the command, the
-stamp is right, and DVC versions and shares it with the outputs it describes.
+stamp is right, and DVC versions and shares it with the outputs it describes. A stamp holds
+content only (md5s and sizes), so the same inputs give the same stamp on any machine and under
+any schedule; the mtimes that let a later judgement skip rehashing an unchanged file are kept
+apart, in the workspace's ``.genlab/hashes/``, which is never shared.
 
 A stage is **current** when its stamp's inputs are what the inputs give now and its outputs are
 the bytes the stamp lists; otherwise it is stale, with a reason a person can read. Both engines
@@ -32,6 +35,7 @@ _CHUNK = 1 << 20
 # bytecode beside the code; the mtime carrier Snakemake's --touch leaves in folder outputs
 IGNORED = frozenset({"__pycache__", ".snakemake_timestamp"})
 stamp_path = paths.stamp
+HASH_CACHE = ".genlab/hashes"  # one file per stage: md5 by (size, mtime) of what it wrote
 
 
 def files_under(root: Path, path: str) -> Iterator[str]:
@@ -54,10 +58,10 @@ def _md5(path: Path) -> str:
 
 
 class Hasher:
-    """md5 of files, reusing what stamps already record for a file of the same size and mtime.
+    """md5 of files, reusing what was recorded before for a file of the same size and mtime.
 
-    The records come from the stamps (each lists its outputs' md5, size and mtime), so judging
-    the whole pipeline hashes only the source files and what changed since it was stamped.
+    :meth:`load` takes the records each stage left in ``.genlab/hashes/`` when it stamped its
+    outputs, so judging the whole pipeline hashes only the source files and what changed since.
     """
 
     def __init__(self, root: Path, known: Iterable[tuple[str, dict[str, Any]]] = ()) -> None:
@@ -65,11 +69,33 @@ class Hasher:
         self._known: dict[str, tuple[int, int, str]] = {}
         self.learn(known)
 
+    @classmethod
+    def load(cls, root: Path) -> Hasher:
+        """A hasher that knows every record saved in ``root``'s cache (none in a fresh clone)."""
+        hasher = cls(root)
+        for path in sorted((root / HASH_CACHE).glob("*.json")):
+            try:
+                hasher.learn(json.loads(path.read_text(encoding="utf-8")).items())
+            except (OSError, json.JSONDecodeError, AttributeError, KeyError, TypeError):
+                continue  # a cache only: a bad record costs a rehash, never a wrong verdict
+        return hasher
+
+    def save(self, name: str, paths: Iterable[str] | None = None) -> None:
+        """Keep the records of ``paths`` (all known if None) in ``.genlab/hashes/NAME.json``."""
+        from genlab.io import write_text
+
+        table = self.table()
+        if paths is not None:
+            table = {p: table[p] for p in paths if p in table}
+        write_text(self.root / HASH_CACHE / f"{name}.json", json.dumps(table, sort_keys=True))
+
     def learn(self, known: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Take md5s recorded elsewhere (stamps, a saved table), each valid for its size and
         mtime only."""
         for path, rec in known:
-            self._known.setdefault(path, (rec["size"], rec["mtime_ns"], rec["md5"]))
+            had = self._known.get(path)
+            if had is None or had[1] < rec["mtime_ns"]:  # the latest record is the one to match
+                self._known[path] = (rec["size"], rec["mtime_ns"], rec["md5"])
 
     def record(self, path: str) -> dict[str, Any] | None:
         """md5, size and mtime of one file; None if it is missing."""
@@ -115,10 +141,10 @@ def inputs_of(job: Job, hasher: Hasher) -> dict[str, Any]:
 
 
 def outputs_of(job: Job, hasher: Hasher) -> dict[str, dict[str, Any]]:
-    """Every file the stage wrote (folders expanded), its own stamp left out."""
+    """md5 and size of every file the stage wrote (folders expanded), its own stamp left out."""
     own = str(stamp_path(job.stage))
-    return {f: hasher.record(f) for out in job.outs if out != own
-            for f in files_under(hasher.root, out)}
+    return {f: {k: v for k, v in hasher.record(f).items() if k != "mtime_ns"}
+            for out in job.outs if out != own for f in files_under(hasher.root, out)}
 
 
 def find_job(root: Path, stage: str) -> Job:
@@ -132,8 +158,11 @@ def write_stamp(root: Path, job: Job, inputs: dict[str, Any]) -> None:
     """Record that the stage's outputs, as they are now, were computed from ``inputs``."""
     from genlab.io import write_text
 
-    stamp = {"stage": job.stage, "inputs": inputs, "outputs": outputs_of(job, Hasher(root))}
+    hasher = Hasher(root)
+    outputs = outputs_of(job, hasher)
+    stamp = {"stage": job.stage, "inputs": inputs, "outputs": outputs}
     write_text(root / stamp_path(job.stage), json.dumps(stamp, indent=1, sort_keys=True) + "\n")
+    hasher.save(job.stage, outputs)
 
 
 def read_stamp(root: Path, stage: str) -> dict[str, Any] | None:
@@ -178,9 +207,7 @@ def judge(root: str | Path, jobs: list[Job] | None = None,
     root = Path(root)
     jobs = dvc_jobs(root) if jobs is None else jobs
     stamps = {job.stage: read_stamp(root, job.stage) for job in jobs}
-    hasher = hasher or Hasher(root)
-    hasher.learn((path, rec) for stamp in stamps.values() if stamp
-                 for path, rec in stamp.get("outputs", {}).items() if rec)
+    hasher = hasher or Hasher.load(root)
     verdicts = {}
     for job in jobs:
         verdicts[job.stage] = Verdict(job.stage, _reason(job, stamps[job.stage], hasher))

@@ -30,7 +30,7 @@ from genlab.workflow.adapter import Job, dvc_jobs, load_yaml, snakemake_inputs
 from genlab.workflow.fingerprint import Hasher, Verdict, files_under, judge, stamp_path
 
 GENLAB_DIR = ".genlab"
-HASHES = f"{GENLAB_DIR}/hashes.json"  # md5 by (size, mtime) of files judged before
+JUDGED = "_judged"  # the hash cache of what reconcile and record_in_dvc hashed or touched
 
 
 class SyncError(RuntimeError):
@@ -57,20 +57,6 @@ def dvc_status(root: str | Path) -> dict:
 def trigger_path(job: Job) -> str:
     """The rule's extra input whose mtime tells Snakemake the stage is stale."""
     return f"{GENLAB_DIR}/stale/{job.rule_name}"
-
-
-def _hasher(root: Path) -> Hasher:
-    try:
-        known = json.loads((root / HASHES).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        known = {}
-    return Hasher(root, known.items())
-
-
-def _save_hashes(root: Path, hasher: Hasher) -> None:
-    from genlab.io import write_text
-
-    write_text(root / HASHES, json.dumps(hasher.table(), sort_keys=True))
 
 
 SNAKEMAKE_MARKER = ".snakemake_timestamp"
@@ -106,7 +92,7 @@ def reconcile(root: str | Path, jobs: list[Job] | None = None,
     """Set the mtimes Snakemake judges by to what the stamps say; print what is stale."""
     root = Path(root)
     jobs = dvc_jobs(root) if jobs is None else jobs
-    hasher = _hasher(root)
+    hasher = Hasher.load(root)
     verdicts = judge(root, jobs, hasher)
     (root / GENLAB_DIR / "stale").mkdir(parents=True, exist_ok=True)
     clock = time.time_ns()
@@ -127,7 +113,7 @@ def reconcile(root: str | Path, jobs: list[Job] | None = None,
             clock = max(clock, newest_input) + 1_000_000
             for o in outs:
                 _touch(root, o, clock, hasher)
-    _save_hashes(root, hasher)
+    hasher.save(JUDGED)  # sources and files genlab touched
     _print_stale(verdicts, out)
     return verdicts
 
@@ -179,12 +165,12 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
     for gate in (j for j in jobs if j.gate):
         if not judge(root, [gate])[gate.stage].current:
             _run_gate(root, gate)
-    hasher = _hasher(root)
+    hasher = Hasher.load(root)
     verdicts = judge(root, jobs, hasher)
     locked = _locked_stamps(root)
     todo = [j.stage for j in jobs if verdicts[j.stage].current
             and locked.get(j.stage) != hasher.digest(str(stamp_path(j.stage)))]
-    _save_hashes(root, hasher)
+    hasher.save(JUDGED)  # sources and files genlab touched
     stale = sorted(v.stage for v in verdicts.values() if not v.current)
     if todo:
         _commit(root, set(todo))
