@@ -396,3 +396,27 @@ def test_a_study_switches_sharpness_on_for_its_trained_models(tmp_path: Path) ->
                  "--out", str(tmp_path / "reports")]) == 0
     html = (tmp_path / "reports/index.html").read_text()
     assert "Curvature of the trained models" in html and "skipped: estimator run" in html
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Interrupted in its command or before it started (a stage still importing): one line,
+    no traceback, and no stamp, so both engines run the stage again."""
+    import genlab.stages.check_params as check_params
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(check_params, "run", interrupted)
+    params = tmp_path / "params.yaml"
+    params.write_text(ci_params_text())
+    assert main(["check-params", str(params)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == ("genlab check-params: interrupted (its outputs are not stamped, so "
+                           "both engines will run it again)")
+
+    def stage_interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("genlab.stages.stage_run.StageRun.__init__", stage_interrupted)
+    assert main(["--stage", "check_params", "check-params", str(params)]) == 130
+    assert "interrupted" in capsys.readouterr().err

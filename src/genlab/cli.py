@@ -104,9 +104,8 @@ def _parser() -> argparse.ArgumentParser:
                        "help": "study folders holding summary.{json,parquet}"}), out,
         ("--logs", {"type": Path, "help": "stage logs to read wall times from "
                                           "(default: logs/ beside the --out folder)"}))
-    add("sync", _stage("sync"), "after dvc repro/pull: record DVC's outputs as Snakemake's, "
-        "so `snakemake -n` has nothing to do (refuses unless `dvc status` is clean)",
-        ("--dry-run", {"action": "store_true"}))
+    add("sync", _stage("sync"), "after dvc repro/pull/checkout: set the mtimes Snakemake judges "
+        "by to what the stages' stamps say, and print each stale stage with its reason")
     add("verify-cache", _stage("verify-cache"), "hash every object of the local DVC cache "
         "against its name (DVC trusts read-only objects unhashed); exit 1 if one is damaged",
         ("--repair", {"action": "store_true", "help": "delete the damaged objects and the "
@@ -128,13 +127,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.stage is None:
         return _run(args)
-    from genlab.stages.stage_run import StageRun
+    try:
+        from genlab.stages.stage_run import StageRun
 
-    with StageRun(args.stage) as stage:
-        code = _run(args)
-        if code == 0:
-            stage.succeeded()
-        return code
+        with StageRun(args.stage) as stage:
+            code = _run(args)
+            if code == 0:
+                stage.succeeded()
+            return code
+    except KeyboardInterrupt:  # before the command started, or while stamping
+        print(INTERRUPTED.format(command=args.command), file=sys.stderr)
+        return 130
+
+
+INTERRUPTED = ("genlab {command}: interrupted (its outputs are not stamped, so both engines "
+               "will run it again)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -149,6 +156,5 @@ def _run(args: argparse.Namespace) -> int:
         print(f"genlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"genlab {args.command}: interrupted (its outputs are not stamped, so both "
-              "engines will run it again)", file=sys.stderr)
+        print(INTERRUPTED.format(command=args.command), file=sys.stderr)
         return 130

@@ -18,6 +18,7 @@ from genlab.config import ParamsError
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import read_json, write_json, write_parquet
 from genlab.models.registry import MODELS, load_model, seeded_model_from_spec
+from genlab.progress import progress
 from genlab.stages.common import load_dataset, log, provenance, setup, study
 from genlab.stages.settings import stage_settings
 
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(params.runtime.device)
     dataset = load_dataset(args.dataset)
     prov = provenance(stage_settings(config, args.analysis), describe_device(device))
-    for run_id in config.runs:  # only the declared runs: a leftover folder is ignored
+    # only the declared runs: a leftover folder is ignored
+    for run_id in progress(config.runs, f"{args.study} {args.analysis}", unit="run"):
         folder = args.runs / run_id
         metrics = read_json(folder / "metrics.json")
         t0 = time.perf_counter()

@@ -27,8 +27,9 @@ class _Tee:
         self.stream, self.log = stream, log
 
     def write(self, text: str) -> int:
-        self.log.write(text)
-        self.log.flush()  # a killed stage leaves its log up to the last line
+        if "\r" not in text:  # a progress bar's redrawn frame is for the terminal only
+            self.log.write(text)
+            self.log.flush()  # a killed stage leaves its log up to the last line
         return self.stream.write(text)
 
     def flush(self) -> None:
@@ -54,7 +55,7 @@ class StageRun:
     def __init__(self, stage: str, root: Path | None = None) -> None:
         self.root = root or Path.cwd()
         self.job = fingerprint.find_job(self.root, stage)
-        self.inputs = fingerprint.inputs_of(self.job, fingerprint.Hasher(self.root))
+        self.inputs = fingerprint.inputs_of(self.job, fingerprint.Hasher.load(self.root))
         self._log: TextIO | None = None
         self._streams = (sys.stdout, sys.stderr)
 

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from genlab.losses import correct_count, loss_value
+from genlab.progress import progress
 from genlab.settings import TrainSettings
 
 Probes = Callable[[nn.Module], Mapping[str, float]]
@@ -193,7 +194,7 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
             position=0 if sampler is None else sampler.position, history=tuple(history)))
 
     model.train()
-    for step in range(start, s.max_steps + 1):
+    for step in progress(range(start, s.max_steps + 1), "training", unit="step"):
         if s.schedule != "constant":
             for group in optimizer.param_groups:
                 group["lr"] = s.lr * lr_factor(s, step)

@@ -36,6 +36,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
+from genlab.progress import progress
 from genlab.seeding import torch_generator
 
 TrainFn = Callable[[Tensor, bool], Tensor]  # (mask (n_train,) bool, warm_start) ↦ (n_test,)
@@ -61,7 +62,7 @@ def leave_one_out(train_fn: TrainFn, indices: Sequence[int] | Tensor, *, n_train
     full = torch.ones(n_train, dtype=torch.bool)
     baseline = torch.as_tensor(train_fn(full, warm_start)).detach().reshape(-1)
     columns = []
-    for i in index.tolist():
+    for i in progress(index.tolist(), "leave-one-out retraining", unit="retrain"):
         mask = full.clone()
         mask[i] = False
         measured = torch.as_tensor(train_fn(mask, warm_start)).detach().reshape(-1)
@@ -167,7 +168,8 @@ def datamodel_measurements(train_fn: TrainFn, subsets: Tensor,
                            warm_start: bool = False) -> Tensor:
     """(M, n_test) the measured test quantities of models trained on each subset (by default
     from scratch, as LDS is defined)."""
-    rows = [torch.as_tensor(train_fn(mask, warm_start)).detach().reshape(-1) for mask in subsets]
+    rows = [torch.as_tensor(train_fn(mask, warm_start)).detach().reshape(-1)
+            for mask in progress(subsets, "LDS retraining", unit="subset")]
     return torch.stack(rows)
 
 
