@@ -27,6 +27,7 @@ install: $(VENV)/.installed
 reproduce: install
 	mkdir -p $(HOME)/.cache/genlab/dvc-remote   # the default DVC remote (.dvc/config)
 	snakemake --cores all
+	@genlab claims reports/claims.json
 	@echo "Report: $(CURDIR)/reports/index.html (claims: reports/claims.json)"
 
 test: install

@@ -56,3 +56,13 @@ def copy_project(dest: Path, env: dict[str, str]) -> Path:
     run(["git", "add", "-A"], dest, env)
     run(["git", "commit", "-q", "-m", "ci preset"], dest, env)
     return dest
+
+
+def held(claim) -> str:
+    """The status of a claim that holds: reproduced, or passed for a control."""
+    return "passed" if claim.kind == "control" else "reproduced"
+
+
+def broken(claim) -> str:
+    """The status of a claim that does not hold: not reproduced, or failed for a control."""
+    return "failed" if claim.kind == "control" else "not_reproduced"

@@ -32,7 +32,7 @@ STAGE_MODULES: dict[str, str] = {
     "analyze": "genlab.stages.analyze", "aggregate": "genlab.stages.aggregate",
     "report": "genlab.stages.report", "sync": "genlab.workflow.sync",
     "verify-cache": "genlab.workflow.cache_check", "dag": "genlab.workflow.generate",
-    "preset": "genlab.presets",
+    "preset": "genlab.presets", "claims": "genlab.report.tally",
 }
 """The command -> the module whose ``run(args)`` implements it (imported only when it runs)."""
 
@@ -104,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
                        "help": "study folders holding summary.{json,parquet}"}), out,
         ("--logs", {"type": Path, "help": "stage logs to read wall times from "
                                           "(default: logs/ beside the --out folder)"}))
+    add("claims", _stage("claims"), "count reports/claims.json's literature claims and controls "
+        "apart, and name the literature claims not reproduced or inconclusive",
+        ("claims", {"nargs": "?", "default": "reports/claims.json"}))
     add("sync", _stage("sync"), "after dvc repro/pull/checkout: set the mtimes Snakemake judges "
         "by to what the stages' stamps say, and print each stale stage with its reason")
     add("verify-cache", _stage("verify-cache"), "hash every object of the local DVC cache "

@@ -12,7 +12,8 @@ import pytest
 
 from genlab.studies import NAMES, load_claims
 from genlab.studies.base import ClaimResult
-from genlab.studies.claims import Claim, decide, declare
+from genlab.studies.claims import Claim, decide, decide_effect, declare
+from genlab.studies.intervals import Rule, mean_interval
 
 CLAIMS = declare("toy", "Someone et al. 2020", {
     "fits": ("Networks fit the data", "train accuracy reaches 1.0"),
@@ -31,7 +32,7 @@ def test_a_table_keeps_its_order_and_the_study_citation() -> None:
     expected = Claim(study="toy", key="fits", text="Networks fit the data",
                      criterion="train accuracy reaches 1.0", citation="Someone et al. 2020")
     assert expected == FITS
-    assert FITS.kind == "point"
+    assert FITS.kind == "literature"
 
 
 def test_a_table_can_cite_per_claim() -> None:
@@ -109,11 +110,55 @@ def test_every_unit_checked_leaves_any_unchecked_claim_not_run(units: Any, statu
     assert decide(FITS, units, {}, every_unit_checked=True).status == status
 
 
-def test_only_point_claims_are_decided_today() -> None:
+def test_an_unknown_kind_is_refused() -> None:
     odd = Claim(study="toy", key="x", text="t", criterion="c", citation="z",
                 kind="interval")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown kind"):
         decide(odd, True, {})
+
+
+CHECKED = declare("toy", "Someone et al. 2020", {
+    "falls": ("Test accuracy falls", "mean test accuracy strictly decreases"),
+    "chance": ("Random labels are at chance", "|acc - 1/C| <= 0.03"),
+}, controls=("chance",))
+
+
+@pytest.mark.parametrize(("verdict", "status"), [
+    (True, "passed"), (False, "failed"), ([True, True], "passed"), ([True, False], "failed"),
+    ([True, None], "not_run")])
+def test_a_control_passes_or_fails_and_is_never_reproduced(verdict: Any, status: str) -> None:
+    control = CHECKED["chance"]
+    assert control.kind == "control" and CHECKED["falls"].kind == "literature"
+    result = decide(control, verdict, {"acc": 0.1})
+    assert (result.kind, result.status) == ("control", status)
+    assert result.to_json()["kind"] == "control"
+
+
+def test_controls_must_be_in_the_table() -> None:
+    with pytest.raises(ValueError, match=r"controls \['nope'\] are not in its claim table"):
+        declare("toy", "c", {"a": ("t", "c")}, controls=("nope",))
+
+
+@pytest.mark.parametrize(("units", "status", "control_status"), [
+    ([3.0, 3.2, 2.9, 3.1], "reproduced", "passed"),  # t interval about [2.8, 3.3]: all >= 2.5
+    ([1.0, 4.0, 2.0, 3.5], "inconclusive", "inconclusive"),  # straddles 2.5
+    ([1.0, 1.2, 0.9, 1.1], "not_reproduced", "failed"),
+    ([3.0], "inconclusive", "inconclusive"),  # one unit: no interval, no verdict
+])
+def test_an_effect_is_judged_by_its_whole_interval(units: list[float], status: str,
+                                                   control_status: str) -> None:
+    rule, estimate = Rule(">=", 2.5), mean_interval(units)
+    result = decide_effect(CHECKED["falls"], rule, estimate, {"by_seed": units})
+    assert result.status == status
+    assert decide_effect(CHECKED["chance"], rule, estimate, {}).status == control_status
+    out = result.to_json()
+    assert list(out) == ["study", "key", "kind", "claim", "status", "estimate", "interval", "n",
+                         "interval_method", "rule", "numbers", "citation", "criterion"]
+    assert out["n"] == len(units) and out["rule"] == ">= 2.5" and out["interval_method"] == "t"
+    assert out["estimate"] == pytest.approx(float(np.mean(units)))
+    if len(units) > 1:
+        lo, hi = out["interval"]
+        assert lo < out["estimate"] < hi
 
 
 # The helpers each study had before the shared function, as they were, for the JSON check.

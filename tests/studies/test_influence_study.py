@@ -81,36 +81,38 @@ def statuses(claims) -> list[str]:
 def test_the_papers_picture_reproduces() -> None:
     claims = check_claims({"logistic-s0": metrics("logistic", 0.999, 0.96),
                            "mlp-s0": metrics("mlp", 0.91, 0.6)})
-    assert statuses(claims) == ["reproduced"] * 4
+    assert statuses(claims) == ["passed", "reproduced", "passed", "reproduced", "passed"]
+    assert [c.kind for c in claims] == ["control", "literature", "control", "literature",
+                                        "control"]
     assert claims[0].numbers["mean_pearson"] == pytest.approx(0.999)
 
 
 def test_each_claim_can_fail() -> None:
     claims = check_claims({"logistic-s0": metrics("logistic", 0.94, 0.79),
                            "mlp-s0": metrics("mlp", 0.79, 0.6, cosine=0.98)})
-    assert statuses(claims) == ["not_reproduced"] * 4
-    # random scores that correlate are a failure even when the exact LDS is fine
+    assert statuses(claims) == ["failed", "not_reproduced", "passed", "not_reproduced", "failed"]
+    # random scores that correlate fail their control, whatever the exact LDS does
     claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9, random_lds=-0.11),
                            "mlp-s0": metrics("mlp", 0.9, 0.29)})
-    assert statuses(claims) == ["reproduced", "not_reproduced", "not_reproduced", "reproduced"]
+    assert statuses(claims) == ["passed", "reproduced", "failed", "not_reproduced", "passed"]
 
 
 def test_the_mean_over_seeds_decides_and_nan_fails() -> None:
     claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9),
                            "logistic-s1": metrics("logistic", 0.93, 0.9)})
-    assert claims[0].status == "reproduced"  # mean 0.96
+    assert claims[0].status == "passed"  # mean 0.96
     assert claims[0].numbers["pearson_by_run"] == {"logistic-s0": 0.99, "logistic-s1": 0.93}
     claims = check_claims({"logistic-s0": metrics("logistic", math.nan, 0.9)})
-    assert claims[0].status == "not_reproduced"
+    assert claims[0].status == "failed"
 
 
 def test_missing_or_unconverged_models_are_not_run() -> None:
     claims = check_claims({"mlp-s0": metrics("mlp", 0.9, 0.5),
                            "logistic-s0": {"model": "logistic", "seed": 0,
                                            "status": "not_converged"}})
-    assert statuses(claims) == ["not_run", "not_run", "reproduced", "reproduced"]
+    assert statuses(claims) == ["not_run", "not_run", "not_run", "reproduced", "passed"]
     assert claims[0].numbers["skipped"] == ["logistic-s0"]
-    assert statuses(check_claims({})) == ["not_run"] * 4
+    assert statuses(check_claims({})) == ["not_run"] * 5
 
 
 # ------------------------------------------------------------------------------- real runs
@@ -155,7 +157,7 @@ def test_tiny_runs_end_to_end() -> None:
 
     metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
     summary = summarize(cfg, metrics, {k: r.history for k, r in results.items()})
-    assert len(summary.claims) == 4 and all(c.status != "not_run" for c in summary.claims)
+    assert len(summary.claims) == 5 and all(c.status != "not_run" for c in summary.claims)
     assert summary.table.num_rows == 2 * len(METHODS)
     assert isinstance(summary.table, pa.Table)
     data = json.loads(dumps_json(summary.data))

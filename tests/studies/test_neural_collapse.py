@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from genlab.studies import load_study
-from genlab.studies.neural_collapse.claims import check_claims, summarize
+from genlab.studies.neural_collapse.claims import CLAIMS, check_claims, summarize
 from genlab.studies.neural_collapse.experiment import (
     NC_COLUMNS,
     SPEC,
@@ -23,6 +23,7 @@ from genlab.studies.neural_collapse.settings import (
     CollapseRun,
     run_id,
 )
+from tests_support import broken, held
 
 CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2_angle")
 
@@ -80,7 +81,7 @@ def test_spearman_is_over_the_terminal_phase_only() -> None:
 def test_the_papers_picture_reproduces_every_claim() -> None:
     m = {"s0": metrics(rows(FIT, FALLING, FALLING, nc4=0.0, cosine=-0.325)),
          "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.01, cosine=-0.35), seed=1)}
-    assert statuses(m) == dict.fromkeys(CLAIM_ORDER, "reproduced")
+    assert statuses(m) == {k: held(CLAIMS[k]) for k in CLAIM_ORDER}
 
 
 @pytest.mark.parametrize(("history", "failing"), [
@@ -97,7 +98,7 @@ def test_the_papers_picture_reproduces_every_claim() -> None:
 def test_each_claim_can_fail(history: list[dict], failing: set[str]) -> None:
     # one good run and one run that fails a single criterion: that claim, and only it, fails
     m = {"s0": metrics(rows(FIT, FALLING, FALLING)), "s1": metrics(history, seed=1)}
-    assert statuses(m) == {k: "not_reproduced" if k in failing else "reproduced"
+    assert statuses(m) == {k: broken(CLAIMS[k]) if k in failing else held(CLAIMS[k])
                            for k in CLAIM_ORDER}
 
 
@@ -119,7 +120,7 @@ def test_never_fitting_leaves_every_claim_not_run_with_the_reason() -> None:
 def test_a_short_terminal_phase_cannot_decide_a_trend() -> None:
     late = [0.5] * 5 + [1.0] * 3  # 3 tracked steps in the TPT
     m = {"s0": metrics(rows(late, FALLING, FALLING))}
-    assert statuses(m) == {"nc1": "not_run", "nc3": "not_run", "nc4": "reproduced",
+    assert statuses(m) == {"nc1": "not_run", "nc3": "not_run", "nc4": "passed",
                            "nc2_angle": "reproduced"}
 
 
@@ -127,7 +128,7 @@ def test_a_failing_run_outweighs_an_unchecked_one() -> None:
     m = {"s0": metrics(rows([0.5] * 8, FALLING, FALLING)),
          "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.5), seed=1)}
     nc4 = check_claims(m)[2]
-    assert nc4.status == "not_reproduced"
+    assert nc4.kind == "control" and nc4.status == "failed"
     assert set(nc4.numbers) == {"seed=1", "not_checked"}
 
 

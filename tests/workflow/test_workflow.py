@@ -87,7 +87,7 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 1, "eos_gd": 3,
                                                    "sgd_stability": 3, "intrinsic_dim": 5,
-                                                   "influence": 4, "mislabel_detection": 2,
+                                                   "influence": 5, "mislabel_detection": 2,
                                                    "measures_grid": 2, "neural_collapse": 4}
 
 

@@ -10,9 +10,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from genlab.report.collect import Report
-
-STATUS_LABEL = {"reproduced": "reproduced", "not_reproduced": "not reproduced",
-                "not_run": "not run"}
+from genlab.report.tally import KIND_TITLE, LABEL, kind_of, tally
 
 
 def _number(value: object) -> str:
@@ -30,13 +28,14 @@ def render_html(report: Report) -> str:
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["number"] = _number
-    env.filters["status_label"] = STATUS_LABEL.get
+    env.filters["status_label"] = LABEL.get
     sections = [
         {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures],
          "analyses": [{**a.__dict__, "figure": Markup(a.figure) if a.figure else None}
                       for a in section.analyses]}
         for section in report.sections
     ]
-    counts = {status: sum(c["status"] == status for c in report.claims) for status in STATUS_LABEL}
+    claims = {kind: [c for c in report.claims if kind_of(c) == kind] for kind in KIND_TITLE}
     return env.get_template("index.html.j2").render(
-        report=report, sections=sections, counts=counts)
+        report=report, sections=sections, counts=tally(report.claims), claims=claims,
+        kind_title=KIND_TITLE)

@@ -14,12 +14,22 @@ if TYPE_CHECKING:
 
     from genlab.data.dataset import Dataset
 
-ClaimStatus = Literal["reproduced", "not_reproduced", "not_run"]
+ClaimKind = Literal["literature", "control"]
+"""``literature``: a paper's claim, which could come out either way; ``control``: a check that
+holds by construction or by the method's guarantee (a solver against its exact solution, a
+random ranking at chance), reported and counted apart."""
+
+ClaimStatus = Literal["reproduced", "not_reproduced", "inconclusive", "not_run",
+                      "passed", "failed"]
+"""A literature claim is reproduced, not reproduced or inconclusive (its interval straddles the
+threshold); a control passed or failed; either may not have run (with a reason)."""
 
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """One literature claim checked on this study's summary, with the numbers that decided it."""
+    """One claim checked on this study's summary, with the numbers that decided it. ``effect``
+    is its estimate with the 95% interval, n and rule (genlab.studies.intervals) when the claim
+    is judged by an interval."""
 
     study: str
     key: str  # the claim's name within its study (its declare() key)
@@ -28,9 +38,12 @@ class ClaimResult:
     numbers: Mapping[str, Any]
     citation: str
     criterion: str  # the pass criterion, in words, as the report shows it
+    kind: ClaimKind = "literature"
+    effect: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"study": self.study, "key": self.key, "claim": self.claim, "status": self.status,
+        return {"study": self.study, "key": self.key, "kind": self.kind, "claim": self.claim,
+                "status": self.status, **(dict(self.effect) if self.effect else {}),
                 "numbers": dict(self.numbers), "citation": self.citation,
                 "criterion": self.criterion}
 

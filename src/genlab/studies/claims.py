@@ -13,20 +13,25 @@ verdict with the numbers behind it to :func:`decide`, which alone turns it into 
   or only holding and unchecked units) not run. ``every_unit_checked=True`` is stricter: any
   unchecked unit leaves the claim not run, even beside a failing one.
 
-A claim's ``kind`` says how its verdict is read; today every claim is ``"point"`` (a point
-estimate against a threshold). Room for intervals and controls: a new kind, decided here too.
+A claim's ``kind`` says how it is counted: a ``literature`` claim (a paper's, which could come
+out either way) is reproduced or not; a ``control`` (a check that holds by construction or by
+the method's guarantee: a solver against its exact solution, a random ranking at chance) passed
+or failed, and the report and ``genlab claims`` count controls apart. A study names its
+controls when it declares its table.
+
+:func:`decide_effect` judges a claim by an estimate's 95% interval over independent units
+(:mod:`genlab.studies.intervals`): reproduced when the whole interval satisfies the rule, not
+reproduced when none of it does, inconclusive when it straddles the threshold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from genlab.studies.base import ClaimResult, ClaimStatus
-
-ClaimKind = Literal["point"]
-"""How a claim's verdict is read: ``"point"``, a point estimate against a threshold."""
+from genlab.studies.base import ClaimKind, ClaimResult, ClaimStatus
+from genlab.studies.intervals import Estimate, Rule
 
 Verdict = bool | None
 """Whether a claim (or one unit of it) holds; None: it could not be checked."""
@@ -41,15 +46,21 @@ class Claim:
     text: str  # the claim, in words
     criterion: str  # the pass criterion, in words
     citation: str
-    kind: ClaimKind = "point"
+    kind: ClaimKind = "literature"
 
 
 def declare(study: str, citation: str | Mapping[str, str],
-            claims: Mapping[str, tuple[str, str]]) -> dict[str, Claim]:
+            claims: Mapping[str, tuple[str, str]],
+            controls: Collection[str] = ()) -> dict[str, Claim]:
     """A study's claim table: ``claims`` is key -> (text, criterion), in report order;
-    ``citation`` is the study's one citation, or key -> citation."""
+    ``citation`` is the study's one citation, or key -> citation; ``controls`` the keys that
+    are controls, not literature claims."""
+    unknown = set(controls) - set(claims)
+    if unknown:
+        raise ValueError(f"{study}: controls {sorted(unknown)} are not in its claim table")
     return {key: Claim(study=study, key=key, text=text, criterion=criterion,
-                       citation=citation if isinstance(citation, str) else citation[key])
+                       citation=citation if isinstance(citation, str) else citation[key],
+                       kind="control" if key in controls else "literature")
             for key, (text, criterion) in claims.items()}
 
 
@@ -60,8 +71,6 @@ def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Ver
     ``numbers``, and ``reason`` appended to them as ``"reason"`` when given.
 
     A single ``None`` verdict needs a reason (``reason=`` or ``numbers["reason"]``)."""
-    if claim.kind != "point":
-        raise ValueError(f"claim {claim.study}/{claim.key}: unknown kind {claim.kind!r}")
     if reason is not None:
         if "reason" in numbers:
             raise ValueError(f"claim {claim.study}/{claim.key}: two reasons")
@@ -75,8 +84,30 @@ def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Ver
         status = "not_run"
     else:
         status = "reproduced" if verdict else "not_reproduced"
+    return _result(claim, status, numbers)
+
+
+def decide_effect(claim: Claim, rule: Rule, estimate: Estimate,
+                  numbers: Mapping[str, Any]) -> ClaimResult:
+    """The result of checking ``claim`` by ``estimate``'s 95% interval against ``rule`` (see
+    :meth:`genlab.studies.intervals.Rule.judge`); the estimate, interval, n and rule go into the
+    result beside ``numbers``."""
+    effect = {**estimate.to_json(), "rule": str(rule)}
+    return _result(claim, rule.judge(estimate), numbers, effect)
+
+
+_CONTROL_STATUS: dict[str, ClaimStatus] = {"reproduced": "passed", "not_reproduced": "failed"}
+
+
+def _result(claim: Claim, status: ClaimStatus, numbers: Mapping[str, Any],
+            effect: Mapping[str, Any] | None = None) -> ClaimResult:
+    if claim.kind == "control":
+        status = _CONTROL_STATUS.get(status, status)
+    elif claim.kind != "literature":
+        raise ValueError(f"claim {claim.study}/{claim.key}: unknown kind {claim.kind!r}")
     return ClaimResult(study=claim.study, key=claim.key, claim=claim.text, status=status,
-                       numbers=numbers, citation=claim.citation, criterion=claim.criterion)
+                       numbers=numbers, citation=claim.citation, criterion=claim.criterion,
+                       kind=claim.kind, effect=effect)
 
 
 def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:
@@ -89,4 +120,4 @@ def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:
     return "not_run" if unchecked else "reproduced"
 
 
-__all__ = ["Claim", "ClaimKind", "Verdict", "declare", "decide"]
+__all__ = ["Claim", "ClaimKind", "Verdict", "declare", "decide", "decide_effect"]

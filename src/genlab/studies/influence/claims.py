@@ -25,8 +25,11 @@ CLAIMS = declare(NAME, CITATION, {
         "for exact influence (mean over seeds)"),
     "logistic_lds": (
         "Influence functions predict retraining on random halves of the data (LDS) for "
-        "logistic regression, and random scores do not",
-        "logistic regression: LDS(exact) ≥ 0.8 and |LDS(random)| ≤ 0.1 (means over seeds)"),
+        "logistic regression",
+        "logistic regression: LDS(exact) ≥ 0.8 (mean over seeds)"),
+    "lds_random": (
+        "Random scores do not predict retraining on random halves of the data",
+        "logistic regression: |LDS(random)| ≤ 0.1 (mean over seeds)"),
     "mlp_warm": (
         "For a tanh MLP, influence functions predict leave-one-out retraining warm-started from "
         "the trained model, and rank half-data retrainings",
@@ -36,7 +39,10 @@ CLAIMS = declare(NAME, CITATION, {
         "CG and LiSSA reach the dense inverse-Hessian-vector product",
         "cosine between the CG (and the LiSSA) solution and the dense one ≥ 0.99 for every "
         "test gradient of every run"),
-})
+}, controls=("logistic_loo", "lds_random", "solvers"))
+# logistic_loo is a control: for a convex model with its exact Hessian, influence is the
+# first-order LOO change by construction; random scores and the solvers against the dense
+# solve check the machinery, not a paper's claim
 
 
 def _number(value: Any) -> float:
@@ -64,7 +70,8 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
     logistic, mlp = of("logistic"), of("mlp")
     if not logistic:
         reason = {"reason": "no trained logistic-regression run", "skipped": skipped}
-        out += [decide(CLAIMS[key], None, reason) for key in ("logistic_loo", "logistic_lds")]
+        out += [decide(CLAIMS[key], None, reason)
+                for key in ("logistic_loo", "logistic_lds", "lds_random")]
     else:
         pearson = method(logistic, "exact", "loo_warm_pearson")
         mean = _mean(list(pearson.values()))
@@ -74,11 +81,11 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]]) -> list[ClaimResult]:
                                                              "loo_warm_pearson")}))
         lds, chance = method(logistic, "exact", "lds"), method(logistic, "random", "lds")
         mean_lds, mean_chance = _mean(list(lds.values())), _mean(list(chance.values()))
-        ok = mean_lds >= 0.8 and abs(mean_chance) <= 0.1
-        out.append(decide(CLAIMS["logistic_lds"], ok,
-                          {"mean_lds_exact": mean_lds, "mean_lds_random": mean_chance,
-                           "lds_exact_by_run": lds, "lds_random_by_run": chance,
+        out.append(decide(CLAIMS["logistic_lds"], mean_lds >= 0.8,
+                          {"mean_lds_exact": mean_lds, "lds_exact_by_run": lds,
                            "lds_grad_dot_by_run": method(logistic, "grad_dot", "lds")}))
+        out.append(decide(CLAIMS["lds_random"], abs(mean_chance) <= 0.1,
+                          {"mean_lds_random": mean_chance, "lds_random_by_run": chance}))
     if not mlp:
         out.append(decide(CLAIMS["mlp_warm"], None, {"reason": "no trained MLP run",
                                                      "skipped": skipped}))

@@ -1,0 +1,63 @@
+"""How the claims came out: literature claims and controls counted apart.
+
+The report's header and ``genlab claims`` (the last lines of ``make reproduce``) print these
+counts, so a control that holds by construction is never counted as a reproduction.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+STATUSES = {
+    "literature": ("reproduced", "not_reproduced", "inconclusive", "not_run"),
+    "control": ("passed", "failed", "inconclusive", "not_run"),
+}
+LABEL = {"reproduced": "reproduced", "not_reproduced": "not reproduced",
+         "inconclusive": "inconclusive", "not_run": "not run", "passed": "passed",
+         "failed": "failed"}
+KIND_TITLE = {"literature": "literature claims", "control": "controls"}
+
+
+def kind_of(claim: Mapping[str, Any]) -> str:
+    """A claim's kind; summaries written before kinds existed hold literature claims only."""
+    return claim.get("kind", "literature")
+
+
+def tally(claims: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """kind -> status -> count, every status of each kind listed (zeros too)."""
+    counts = {kind: dict.fromkeys(statuses, 0) for kind, statuses in STATUSES.items()}
+    for claim in claims:
+        kind, status = kind_of(claim), claim["status"]
+        if status not in counts.get(kind, {}):
+            raise ValueError(f"claim {claim.get('study')}/{claim.get('key')}: status {status!r} "
+                             f"is not one of a {kind} claim's {STATUSES.get(kind)}")
+        counts[kind][status] += 1
+    return counts
+
+
+def lines(claims: list[Mapping[str, Any]]) -> list[str]:
+    """One line per kind with its counts, then the literature claims that did not reproduce."""
+    out = []
+    for kind, counts in tally(claims).items():
+        total = sum(counts.values())
+        parts = ", ".join(f"{n} {LABEL[status]}" for status, n in counts.items() if n)
+        out.append(f"{KIND_TITLE[kind]} ({total}): {parts or 'none'}")
+    for status in ("not_reproduced", "inconclusive"):
+        named = [f"{c['study']}/{c['key']}" for c in claims
+                 if kind_of(c) == "literature" and c["status"] == status]
+        if named:
+            out.append(f"  {LABEL[status]}: {', '.join(named)}")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """``genlab claims``: print the counts of reports/claims.json."""
+    from genlab.io import read_json
+
+    path = Path(args.claims)
+    for line in lines(read_json(path)["claims"]):
+        print(line)
+    return 0

@@ -1,0 +1,61 @@
+"""Literature claims and controls are counted and shown apart, in the report, in its metrics
+and in `genlab claims` (make reproduce's last lines); a claim judged by an interval shows its
+estimate, interval, n and rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from report_support import CLAIM, PRESENT, render_workspace
+
+from genlab.cli import main
+from genlab.io import read_json, write_json
+from genlab.report.tally import lines, tally
+
+CONTROL = {**CLAIM, "key": "chance", "kind": "control", "claim": "Random labels sit at chance.",
+           "status": "passed", "numbers": {"gap": 0.01}}
+EFFECT = {**CLAIM, "key": "falls", "kind": "literature", "claim": "Test accuracy falls.",
+          "status": "inconclusive", "estimate": 0.12, "interval": [-0.02, 0.26], "n": 3,
+          "interval_method": "t", "rule": ">= 0.05", "numbers": {"by_seed": [0.1, 0.2, 0.06]}}
+
+
+def with_claims(root: Path, claims: list[dict]) -> None:
+    path = root / "data" / PRESENT / "summary.json"
+    write_json(path, {**read_json(path), "claims": claims})
+
+
+def test_tally_counts_kinds_apart_and_names_what_did_not_reproduce() -> None:
+    old = {k: v for k, v in CLAIM.items() if k != "kind"}  # a summary from before kinds
+    counts = tally([old, CONTROL, EFFECT])
+    assert counts["literature"] == {"reproduced": 1, "not_reproduced": 0, "inconclusive": 1,
+                                    "not_run": 0}
+    assert counts["control"] == {"passed": 1, "failed": 0, "inconclusive": 0, "not_run": 0}
+    assert lines([old, CONTROL, EFFECT]) == [
+        "literature claims (2): 1 reproduced, 1 inconclusive", "controls (1): 1 passed",
+        f"  inconclusive: {PRESENT}/falls"]
+    with pytest.raises(ValueError, match="status 'reproduced' is not one of a control"):
+        tally([{**CONTROL, "status": "reproduced"}])
+
+
+def test_report_shows_controls_apart_with_intervals(report_workspace: Path, capsys) -> None:
+    with_claims(report_workspace, [CLAIM, CONTROL, EFFECT])
+    html = render_workspace(report_workspace).read_text()
+    header = html[html.index('<p class="muted">scale preset'):html.index("</p>")]
+    assert "literature claims: 1 reproduced, 0 not reproduced, 1 inconclusive, 0 not run" in header
+    assert "controls: 1 passed, 0 failed, 0 inconclusive, 0 not run" in header
+    literature = html[html.index('id="claims-literature"'):html.index('id="claims-control"')]
+    controls = html[html.index('id="claims-control"'):]
+    controls = controls[:controls.index("</table>")]
+    assert "Test accuracy falls." in literature and "Random labels sit at chance." in controls
+    assert "Random labels sit at chance." not in literature
+    assert "<strong>0.12</strong> [-0.02, 0.26], n = 3 (t)" in literature
+    assert "rule: estimate &gt;= 0.05" in literature
+    metrics = json.loads((report_workspace / "reports/metrics.json").read_text())[PRESENT]
+    assert metrics["chance"] == {"kind": "control", "status": "passed", "gap": 0.01}
+    assert metrics["falls"]["interval_low"] == -0.02 and metrics["falls"]["n"] == 3
+    capsys.readouterr()
+    assert main(["claims", str(report_workspace / "reports/claims.json")]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "literature claims (2): 1 reproduced, 1 inconclusive", "controls (1): 1 passed"]
