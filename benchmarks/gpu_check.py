@@ -461,7 +461,8 @@ def pipeline_record(project: Path, out: str, device: str) -> tuple[dict, list[st
                             "by_status": dict(statuses),
                             "not_reproduced_or_not_run": [
                                 f"{c.get('study')}: {c.get('claim')} ({c.get('status')})"
-                                for c in claims if c.get("status") != "reproduced"][:40]}
+                                for c in claims
+                                if c.get("status") not in ("reproduced", "passed")][:40]}
     return record, problems
 
 
