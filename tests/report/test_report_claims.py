@@ -59,3 +59,17 @@ def test_report_shows_controls_apart_with_intervals(report_workspace: Path, caps
     assert main(["claims", str(report_workspace / "reports/claims.json")]) == 0
     assert capsys.readouterr().out.splitlines()[:2] == [
         "literature claims (2): 1 reproduced, 1 inconclusive", "controls (1): 1 passed"]
+
+
+def test_numbers_are_a_small_table_sorted_as_numbers_and_the_citation_shown_once(
+        report_workspace: Path) -> None:
+    grid = {**CLAIM, "key": "grid", "claim": "Error falls with N.",
+            "numbers": {"test_err": {"1000": 0.1, "250": 0.2, "4000": 0.05}, "by": "seed"}}
+    with_claims(report_workspace, [CLAIM, grid])
+    html = render_workspace(report_workspace).read_text()
+    table = html[html.index('id="claims-literature"'):html.index('id="claims-control"')]
+    assert table.count(CLAIM["citation"]) == 1  # one study, one citation: on its first row
+    cells = table[table.index("Error falls with N."):]
+    assert cells.index("<th>250</th>") < cells.index("<th>1000</th>") < cells.index("<th>4000</th>")
+    assert '<tr><th>test_err</th><td><table class="numbers">' in cells
+    assert "<th>by</th><td>seed</td>" in cells

@@ -6,8 +6,10 @@ the SVG that matplotlib produced from our own data is inserted as markup.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from genlab.report.collect import Report
 from genlab.report.tally import KIND_TITLE, LABEL, kind_of, tally
@@ -23,11 +25,37 @@ def _number(value: object) -> str:
     return "—" if value is None else str(value)
 
 
+def _key_order(key: str) -> tuple:
+    """Numeric keys in numeric order (250 before 1000), then the others as text."""
+    try:
+        return (0, float(key), "")
+    except ValueError:
+        return (1, 0.0, key)
+
+
+def _numbers_table(numbers: Mapping[str, object], depth: int = 0) -> Markup:
+    """A claim's numbers as a small table (a mapping inside is a table inside, two levels deep;
+    deeper ones are written inline), keys that are numbers sorted as numbers."""
+    rows = []
+    for key in sorted(numbers, key=lambda k: _key_order(str(k))) if depth else numbers:
+        value = numbers[key]
+        if isinstance(value, Mapping) and value and depth < 2:
+            cell = _numbers_table(value, depth + 1)
+        elif isinstance(value, Mapping):
+            cell = escape(", ".join(f"{k}: {_number(value[k])}"
+                                    for k in sorted(value, key=lambda k: _key_order(str(k)))))
+        else:
+            cell = escape(_number(value))
+        rows.append(Markup("<tr><th>{}</th><td>{}</td></tr>").format(key, cell))
+    return Markup('<table class="numbers">{}</table>').format(Markup("").join(rows))
+
+
 def render_html(report: Report) -> str:
     env = Environment(loader=PackageLoader("genlab.report", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["number"] = _number
+    env.filters["numbers_table"] = _numbers_table
     env.filters["status_label"] = LABEL.get
     sections = [
         {**section.__dict__, "figures": [(cap, Markup(svg)) for cap, svg in section.figures],
