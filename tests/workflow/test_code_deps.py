@@ -95,3 +95,41 @@ def test_committed_dvc_yaml_is_current(preset: str) -> None:
               else validate_params(parse_yaml(preset_text(preset, ROOT))))
     assert (ROOT / "dvc.yaml").read_text() == render(params, ROOT), (
         "dvc.yaml is stale: run `genlab dag --write`")
+
+
+def test_write_skips_rendering_until_params_code_or_dvc_yaml_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Snakefile calls write() at every parse: it renders only when what dvc.yaml is made
+    from changed (params, a source file, dvc.yaml itself), and then gives the same file."""
+    import os
+    import shutil
+
+    import genlab.workflow.generate as generate
+    from genlab.config import load_params
+
+    shutil.copytree(ROOT / "src", tmp_path / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    params = load_params(tmp_path / "params.yaml")
+    assert generate.write(tmp_path, params) is True
+    dvc_yaml = tmp_path / "dvc.yaml"
+    assert dvc_yaml.read_text() == (ROOT / "dvc.yaml").read_text()
+    real, calls = generate.render, []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "render", counted)
+    assert generate.write(tmp_path, params) is False and calls == []
+    trace = tmp_path / TRACE
+    os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 10**9))
+    assert generate.write(tmp_path, params) is False and len(calls) == 1  # rendered, same text
+    dvc_yaml.write_text(dvc_yaml.read_text().replace("stages:", "stages:  # edited", 1))
+    assert generate.write(tmp_path, params) is True and len(calls) == 2
+    assert dvc_yaml.read_text() == (ROOT / "dvc.yaml").read_text()
+    raw = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    raw["studies"]["random_labels"]["enabled"] = False
+    (tmp_path / "off.yaml").write_text(yaml.safe_dump(raw))
+    assert generate.write(tmp_path, load_params(tmp_path / "off.yaml")) is True
+    assert len(calls) == 3 and "random_labels_train" not in dvc_yaml.read_text()

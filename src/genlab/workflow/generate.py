@@ -236,19 +236,49 @@ def render(params: Params, root: str | Path = ".") -> str:
     return HEADER + "\n" + body
 
 
+RENDERED = ".genlab/dag-inputs"  # what the last write rendered dvc.yaml from (the workspace's)
+
+
+def _inputs_key(root: Path, params: Params, dvc_file: str) -> str:
+    """Everything dvc.yaml is rendered from, cheaply: the params' values, each source file's
+    path, size and mtime (the workspace's, whose imports are the code dependencies, and the
+    running genlab's, whose registries list the stages) and the current dvc.yaml's."""
+    digest = hashlib.sha256(params.model_dump_json().encode())
+    trees = {(root / "src").resolve(), Path(__file__).resolve().parents[2]}
+    for tree in sorted(trees):
+        for path in sorted(tree.rglob("*.py")):
+            st = path.stat()
+            digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    out = root / dvc_file
+    if out.exists():
+        st = out.stat()
+        digest.update(f"{out.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 def write(root: str | Path = ".", params: Params | None = None,
           dvc_file: str = "dvc.yaml") -> bool:
     """Regenerate ``root/dvc_file`` (for ``root/params.yaml`` unless ``params`` are given); True
-    if its content changed."""
+    if its content changed. Skipped (about a second of every Snakefile parse) when nothing it
+    is rendered from changed since the last call in this workspace."""
     from genlab.io import write_text
 
     root = Path(root)
-    text = render(params if params is not None else load_params(root / PARAMS_FILE), root)
+    params = params if params is not None else load_params(root / PARAMS_FILE)
+    marker = root / RENDERED
+    key = _inputs_key(root, params, dvc_file)
+    try:
+        if marker.read_text(encoding="utf-8") == key:
+            return False
+    except OSError:
+        pass
+    text = render(params, root)
     path = root / dvc_file
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return False
-    write_text(path, text)
-    return True
+    changed = not (path.exists() and path.read_text(encoding="utf-8") == text)
+    if changed:
+        write_text(path, text)
+    write_text(marker, _inputs_key(root, params, dvc_file))  # dvc.yaml's new mtime included
+    return changed
 
 
 def run(args: argparse.Namespace) -> int:
