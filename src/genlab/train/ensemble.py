@@ -26,6 +26,7 @@ from torch.func import functional_call, grad_and_value, vmap
 from torch.nn import functional as F
 
 from genlab.models.mlp import MLP
+from genlab.progress import progress
 from genlab.settings import TrainSettings
 from genlab.train.loop import EvalRow, MinibatchSampler, TrainResult, lr_factor
 
@@ -505,9 +506,11 @@ def train_classifier_ensemble(models: Sequence[nn.Module], x_train: Tensor, y_tr
     group_size = (max(1, _STEP_ACTIVATIONS // (batch_size * engine.widths(x_train)[0]))
                   if on_cpu else len(models))
 
-    step = 0
-    while state.models:
-        step += 1
+    # every model stops by its own max_steps (budget), so the group by the largest
+    last = max(s.max_steps for s in settings)
+    for step in progress(range(1, last + 1), f"training {len(models)} models", unit="step"):
+        if not state.models:
+            break
         idx = torch.stack([samplers[k].next() for k in state.models]).to(device)  # (K, B)
         xb = x_train.index_select(0, idx.reshape(-1))
         xb = xb.view(len(idx), batch_size, *x_train.shape[1:])
