@@ -101,9 +101,12 @@ def reconcile(root: str | Path, jobs: list[Job] | None = None,
         verdict = verdicts[job.stage]
         if not verdict.current:
             # new content too: Snakemake skips an input newer than the outputs whose checksum
-            # is the one it recorded when the job last ran
+            # is the one it recorded when the job last ran. Newer than every output, also one
+            # an earlier reconcile dated ahead of the clock (below)
+            outs = [o for o in job.outs if (root / o).exists()]
+            when = max([clock, *(m + 1_000_000 for m in _mtimes(root, outs))])
             trigger.write_text(f"{clock}: {verdict.reason}\n", encoding="utf-8")
-            os.utime(trigger, ns=(clock, clock))
+            os.utime(trigger, ns=(when, when))
             continue
         trigger.touch()
         os.utime(trigger, ns=(0, 0))
