@@ -128,9 +128,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.stage is None:
-        return _run(args)
     try:
+        if args.stage is None:
+            return _run(args)
         from genlab.stages.stage_run import StageRun
 
         with StageRun(args.stage) as stage:
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code == 0:
                 stage.succeeded()
             return code
-    except KeyboardInterrupt:  # before the command started, or while stamping
+    except KeyboardInterrupt:  # in the command, before it started, or while stamping
         print(INTERRUPTED.format(command=args.command), file=sys.stderr)
         return 130
 
@@ -158,6 +158,3 @@ def _run(args: argparse.Namespace) -> int:
     except (ParamsError, ArtifactError) as exc:
         print(f"genlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(INTERRUPTED.format(command=args.command), file=sys.stderr)
-        return 130

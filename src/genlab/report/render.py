@@ -25,27 +25,27 @@ def _number(value: object) -> str:
     return "—" if value is None else str(value)
 
 
-def _key_order(key: str) -> tuple:
+def _key_order(key: object) -> tuple:
     """Numeric keys in numeric order (250 before 1000), then the others as text."""
     try:
-        return (0, float(key), "")
+        return (0, float(str(key)), "")
     except ValueError:
-        return (1, 0.0, key)
+        return (1, 0.0, str(key))
+
+
+def _sorted(mapping: Mapping) -> dict:
+    return {k: mapping[k] for k in sorted(mapping, key=_key_order)}
 
 
 def _numbers_table(numbers: Mapping[str, object], depth: int = 0) -> Markup:
     """A claim's numbers as a small table (a mapping inside is a table inside, two levels deep;
     deeper ones are written inline), keys that are numbers sorted as numbers."""
     rows = []
-    for key in sorted(numbers, key=lambda k: _key_order(str(k))) if depth else numbers:
-        value = numbers[key]
+    for key, value in (_sorted(numbers) if depth else numbers).items():
         if isinstance(value, Mapping) and value and depth < 2:
             cell = _numbers_table(value, depth + 1)
-        elif isinstance(value, Mapping):
-            cell = escape(", ".join(f"{k}: {_number(value[k])}"
-                                    for k in sorted(value, key=lambda k: _key_order(str(k)))))
-        else:
-            cell = escape(_number(value))
+        else:  # _number writes a deeper mapping inline
+            cell = escape(_number(_sorted(value) if isinstance(value, Mapping) else value))
         rows.append(Markup("<tr><th>{}</th><td>{}</td></tr>").format(key, cell))
     return Markup('<table class="numbers">{}</table>').format(Markup("").join(rows))
 

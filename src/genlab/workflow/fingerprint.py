@@ -90,8 +90,8 @@ class Hasher:
         write_text(self.root / HASH_CACHE / f"{name}.json", json.dumps(table, sort_keys=True))
 
     def learn(self, known: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Take md5s recorded elsewhere (stamps, a saved table), each valid for its size and
-        mtime only."""
+        """Take md5s recorded before (the cache's tables), each valid for its size and mtime
+        only."""
         for path, rec in known:
             had = self._known.get(path)
             if had is None or had[1] < rec["mtime_ns"]:  # the latest record is the one to match
