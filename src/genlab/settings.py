@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from genlab.claim_rules import RULE_FORMS, Rule
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 """Study and run names: lower-case, no path separators (no artifact path can leave the workspace)
@@ -19,6 +21,18 @@ and no dots (DVC reads a dot in a params key as nesting)."""
 
 Slug = Annotated[str, Field(pattern=SLUG_PATTERN, max_length=64)]
 Seed = Annotated[int, Field(ge=0, lt=2**32)]
+
+
+def _rule_text(text: str) -> str:
+    Rule.parse(text)  # a ValueError naming the forms a rule takes
+    return text
+
+
+ClaimRule = Annotated[str, AfterValidator(_rule_text), Field(
+    description=f"What the claim asserts of its effect's 95% interval: {RULE_FORMS}. Declared "
+    "before the run; change it only in a commit that says why.")]
+"""A claim's rule as params.yaml states it (text, so the file reads as written); parse it with
+:meth:`genlab.studies.rules.Rule.parse`."""
 
 
 class FrozenModel(BaseModel):

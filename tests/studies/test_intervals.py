@@ -97,3 +97,31 @@ def test_one_unit_is_never_a_verdict_and_bad_rules_are_refused() -> None:
         Rule("within", (2.0, 1.0))
     with pytest.raises(ValueError):
         Rule("==", 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text, op, threshold", [
+    (">= 2.5", ">=", 2.5), ("<0", "<", 0.0), ("> -1e-3", ">", -0.001),
+    ("within [1, 10]", "within", (1.0, 10.0)), ("within[-0.5,.5]", "within", (-0.5, 0.5))])
+def test_a_rule_parses_from_the_text_params_yaml_states(text, op, threshold):
+    rule = Rule.parse(text)
+    assert (rule.op, rule.threshold) == (op, threshold)
+    assert Rule.parse(str(rule)) == rule  # the report's text reads back as the same rule
+
+
+@pytest.mark.parametrize("text", ["bigger 3", ">= x", "within [2, 1]", "== 3", ""])
+def test_a_malformed_rule_is_refused_naming_the_forms(text):
+    with pytest.raises(ValueError, match="within"):
+        Rule.parse(text)
+
+
+def test_a_rule_in_settings_is_checked_when_params_load():
+    from pydantic import ValidationError
+
+    from genlab.settings import ClaimRule, FrozenModel
+
+    class Rules(FrozenModel):
+        effect: ClaimRule
+
+    assert Rules(effect="> 0").effect == "> 0"
+    with pytest.raises(ValidationError, match="is not a rule"):
+        Rules(effect="positive")

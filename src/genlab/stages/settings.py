@@ -18,13 +18,15 @@ def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str,
         return {"data": config.data.model_dump(mode="json")}
     if stage in ANALYSES:  # the recipe and runs (a run's loss and step size), and its own block
         recipe = config.model_dump(mode="json", exclude={"description", "data", "model",
-                                                         "analyses"})
+                                                         "analyses", "claims"})
         block = getattr(config.analyses, stage).model_dump(mode="json")
         return {**recipe, f"analyses.{stage}": block}
+    # a study's claim rules (``claims``) are read by its aggregate alone: a threshold edit
+    # re-judges the claims and retrains nothing
     if stage == "train":  # not what only the report reads (a study's REPORT_ONLY fields)
         report_only = set(getattr(config, "REPORT_ONLY", ()))
         settings = config.model_dump(mode="json", exclude={"runs", "description", "analyses",
-                                                           *report_only})
+                                                           "claims", *report_only})
         if run is None:  # a group stage: the whole sweep
             return {**settings, "runs": config.model_dump(mode="json")["runs"]}
         return {**settings, "run": config.runs[run].model_dump(mode="json")}

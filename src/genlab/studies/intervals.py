@@ -29,8 +29,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from genlab.claim_rules import IntervalVerdict, Rule
+
 IntervalMethod = Literal["bootstrap", "t", "exact"]
-IntervalVerdict = Literal["reproduced", "not_reproduced", "inconclusive"]
 CONFIDENCE = 0.95
 BOOTSTRAP_MIN_UNITS = 10  # below this, BCa undercovers: the t interval is used instead
 BOOTSTRAP_RESAMPLES = 9999
@@ -109,53 +110,6 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> Estimate:
     if left.shape != right.shape:
         raise ValueError(f"paired units must match: {left.size} vs {right.size}")
     return mean_interval(left - right)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What a claim asserts of its effect: ``op`` ``threshold`` (``>=``, ``>``, ``<=``, ``<``) or
-    ``within`` ``[low, high]``. Thresholds come from params.yaml, declared before the run."""
-
-    op: Literal[">=", ">", "<=", "<", "within"]
-    threshold: float | tuple[float, float]
-
-    def __post_init__(self) -> None:
-        if self.op == "within":
-            low, high = self.threshold  # type: ignore[misc]
-            if not low <= high:
-                raise ValueError(f"within [{low}, {high}]: low must not exceed high")
-        elif self.op not in (">=", ">", "<=", "<") or isinstance(self.threshold, tuple):
-            raise ValueError(f"unknown rule {self.op} {self.threshold}")
-
-    def holds(self, x: float) -> bool:
-        if self.op == "within":
-            low, high = self.threshold  # type: ignore[misc]
-            return low <= x <= high
-        t = self.threshold
-        return {">=": x >= t, ">": x > t, "<=": x <= t, "<": x < t}[self.op]  # type: ignore
-
-    def judge(self, estimate: Estimate) -> IntervalVerdict:
-        """reproduced: the whole interval satisfies the rule; not_reproduced: none of it does;
-        inconclusive: it straddles a threshold, or there is no interval (one unit)."""
-        if estimate.interval is None:
-            return "inconclusive"
-        lo, hi = estimate.interval
-        if self.op == "within":
-            low, high = self.threshold  # type: ignore[misc]
-            if low <= lo and hi <= high:
-                return "reproduced"
-            return "not_reproduced" if hi < low or lo > high else "inconclusive"
-        if self.holds(lo) and self.holds(hi):  # one-sided rules hold on an interval's ends
-            return "reproduced"
-        if not self.holds(lo) and not self.holds(hi):
-            return "not_reproduced"
-        return "inconclusive"
-
-    def __str__(self) -> str:
-        if self.op == "within":
-            low, high = self.threshold  # type: ignore[misc]
-            return f"within [{low:g}, {high:g}]"
-        return f"{self.op} {self.threshold:g}"
 
 
 __all__ = ["CONFIDENCE", "Estimate", "IntervalMethod", "IntervalVerdict", "Rule",
