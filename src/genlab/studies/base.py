@@ -40,10 +40,13 @@ class ClaimResult:
     criterion: str  # the pass criterion, in words, as the report shows it
     kind: ClaimKind = "literature"
     effect: Mapping[str, Any] | None = None
+    condition: str | None = None
+    """The study's condition this entry was checked under (``spread=1``), when the study
+    declares several: each condition gets its own entry, and the report shows them all."""
 
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "key": self.key, "kind": self.kind, "claim": self.claim,
-                "status": self.status, **(dict(self.effect) if self.effect else {}),
+                "condition": self.condition, "status": self.status, **(dict(self.effect) if self.effect else {}),
                 "numbers": dict(self.numbers), "citation": self.citation,
                 "criterion": self.criterion}
 

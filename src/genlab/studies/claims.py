@@ -66,9 +66,10 @@ def declare(study: str, citation: str | Mapping[str, str],
 
 def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Verdict],
            numbers: Mapping[str, Any], *, reason: str | None = None,
-           every_unit_checked: bool = False) -> ClaimResult:
+           every_unit_checked: bool = False, condition: str | None = None) -> ClaimResult:
     """The result of checking ``claim``: its status from ``verdict`` (see the module doc), with
-    ``numbers``, and ``reason`` appended to them as ``"reason"`` when given.
+    ``numbers``, and ``reason`` appended to them as ``"reason"`` when given; ``condition`` names
+    the study's condition it was checked under, if the study declares several.
 
     A single ``None`` verdict needs a reason (``reason=`` or ``numbers["reason"]``)."""
     if reason is not None:
@@ -84,30 +85,32 @@ def decide(claim: Claim, verdict: Verdict | Sequence[Verdict] | Mapping[str, Ver
         status = "not_run"
     else:
         status = "reproduced" if verdict else "not_reproduced"
-    return _result(claim, status, numbers)
+    return _result(claim, status, numbers, condition=condition)
 
 
-def decide_effect(claim: Claim, rule: Rule, estimate: Estimate,
-                  numbers: Mapping[str, Any]) -> ClaimResult:
-    """The result of checking ``claim`` by ``estimate``'s 95% interval against ``rule`` (see
-    :meth:`genlab.studies.intervals.Rule.judge`); the estimate, interval, n and rule go into the
-    result beside ``numbers``."""
+def decide_effect(claim: Claim, rule: Rule | str, estimate: Estimate,
+                  numbers: Mapping[str, Any], *, condition: str | None = None) -> ClaimResult:
+    """The result of checking ``claim`` by ``estimate``'s 95% interval against ``rule`` (a Rule,
+    or its text as params.yaml states it; see :meth:`genlab.claim_rules.Rule.judge`); the
+    estimate, interval, n and rule go into the result beside ``numbers``."""
+    rule = Rule.parse(rule) if isinstance(rule, str) else rule
     effect = {**estimate.to_json(), "rule": str(rule)}
-    return _result(claim, rule.judge(estimate), numbers, effect)
+    return _result(claim, rule.judge(estimate), numbers, effect, condition)
 
 
 _CONTROL_STATUS: dict[str, ClaimStatus] = {"reproduced": "passed", "not_reproduced": "failed"}
 
 
 def _result(claim: Claim, status: ClaimStatus, numbers: Mapping[str, Any],
-            effect: Mapping[str, Any] | None = None) -> ClaimResult:
+            effect: Mapping[str, Any] | None = None,
+            condition: str | None = None) -> ClaimResult:
     if claim.kind == "control":
         status = _CONTROL_STATUS.get(status, status)
     elif claim.kind != "literature":
         raise ValueError(f"claim {claim.study}/{claim.key}: unknown kind {claim.kind!r}")
     return ClaimResult(study=claim.study, key=claim.key, claim=claim.text, status=status,
                        numbers=numbers, citation=claim.citation, criterion=claim.criterion,
-                       kind=claim.kind, effect=effect)
+                       kind=claim.kind, effect=effect, condition=condition)
 
 
 def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:
