@@ -66,7 +66,9 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_every_artifact_is_written(two_runs) -> None:
     a, _ = two_runs
     files = set(digests(a))
-    assert {"data/random_labels/dataset/train.parquet", "data/random_labels/dataset/dataset.json",
+    assert {"data/random_labels/dataset/s0/train.parquet",
+            "data/random_labels/dataset/s0/draws.json",
+            "data/random_labels/dataset/provenance.json",
             "data/random_labels/runs/p0-s0/model.safetensors",
             "data/random_labels/runs/p0-s0/history.parquet",
             "data/random_labels/summary.json", "data/random_labels/summary.parquet",
@@ -141,17 +143,15 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
 
     from genlab.analyses.curvature.hessian import hessian_top_eigenvalues
     from genlab.config import load_params
-    from genlab.data.dataset import corrupt_labels, dataset_from_tables
-    from genlab.io import read_json, read_parquet
+    from genlab.data.dataset import corrupt_labels
+    from genlab.io import read_parquet
     from genlab.losses import loss_value
     from genlab.models.registry import load_model
     from genlab.seeding import subsample
+    from genlab.stages.common import load_dataset
 
     a, _ = two_runs
     study = a / "data" / "random_labels"
-    dataset = dataset_from_tables(read_parquet(study / "dataset/train.parquet"),
-                                  read_parquet(study / "dataset/test.parquet"),
-                                  read_json(study / "dataset/dataset.json"))
     config = load_params(a.parent / "params.yaml").study("random_labels")
     settings = config.analyses.sharpness
     summary = json.loads((study / "summary.json").read_text())
@@ -168,6 +168,7 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
         assert spec["weights_sha256"] == hashlib.sha256(
             (folder / "model.safetensors").read_bytes()).hexdigest()
         model = load_model(spec, folder / "model.safetensors")
+        dataset = load_dataset(study / "dataset", config, run)  # the run's own data draw
         labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
         X, y = subsample(torch.from_numpy(dataset.train.x), torch.from_numpy(labels),
                          settings.max_examples, settings.seed)
@@ -189,22 +190,21 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
 
     from genlab.analyses.dimension.estimators import TwoNN
     from genlab.config import load_params
-    from genlab.data.dataset import corrupt_labels, dataset_from_tables
-    from genlab.io import read_json, read_parquet
+    from genlab.data.dataset import corrupt_labels
+    from genlab.io import read_parquet
     from genlab.models.registry import seeded_model_from_spec
+    from genlab.stages.common import load_dataset
     from genlab.train.loop import evaluate
 
     a, _ = two_runs
     study = a / "data" / "random_labels"
     config = load_params(a.parent / "params.yaml").study("random_labels")
-    dataset = dataset_from_tables(read_parquet(study / "dataset/train.parquet"),
-                                  read_parquet(study / "dataset/test.parquet"),
-                                  read_json(study / "dataset/dataset.json"))
-    X = torch.from_numpy(dataset.train.x)
-    assert config.analyses.intrinsic_dim.max_examples >= len(X)  # all of them: no subsample
-    d_data = TwoNN(duplicates="drop").fit(X).dimension_
     layers = read_parquet(study / "intrinsic_dim_layers.parquet").to_pylist()
     for run in config.runs:
+        dataset = load_dataset(study / "dataset", config, run)  # the run's own data draw
+        X = torch.from_numpy(dataset.train.x)
+        assert config.analyses.intrinsic_dim.max_examples >= len(X)  # all of them: no subsample
+        d_data = TwoNN(duplicates="drop").fit(X).dimension_
         record = json.loads((study / "analyses/intrinsic_dim" / f"{run}.json").read_text())
         assert record["status"] == "done" and record["d_data"] == pytest.approx(d_data, rel=1e-12)
         mine = [r for r in layers if r["run"] == run]

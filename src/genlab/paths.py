@@ -47,7 +47,20 @@ def analysis_dir(study: str, analysis: str) -> PurePosixPath:
     return analyses_dir(study) / analysis
 
 
-DATASET_FILES = ("train.parquet", "test.parquet", "dataset.json")
+DRAWS_INFO = "draws.json"
+DATASET_FILES = ("train.parquet", "test.parquet", DRAWS_INFO)
+"""One seed's data draws (``<dataset>/s<seed>/``, :mod:`genlab.data.draws`)."""
+DATASET_PROVENANCE = "provenance.json"  # the synthesize stage's, beside the seed folders
+
+
+def seed_folder(seed: int | str) -> str:
+    """The folder, below a study's dataset folder, of every data draw of ``seed``."""
+    return f"s{seed}"
+
+
+def draw_files(study: str, seed: int | str) -> list[str]:
+    """The files of one seed's draws (``seed`` may be a dvc.yaml template, ``${item.seed}``)."""
+    return [str(dataset_dir(study) / seed_folder(seed) / f) for f in DATASET_FILES]
 RUN_FILES = ("model.safetensors", "model.json", "history.parquet", "metrics.json")
 SUMMARY_FILES = ("summary.json", "summary.parquet")
 REPORT_FILES = ("index.html", "claims.json", "metrics.json")

@@ -7,8 +7,10 @@ random draw for one purpose never shifts the numbers another purpose sees.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where a generator is made: the settings derive seeds too
+    import numpy as np
 
 
 def derive_seed(base: int, *purpose: str | int) -> int:
@@ -18,6 +20,8 @@ def derive_seed(base: int, *purpose: str | int) -> int:
 
 
 def numpy_rng(base: int, *purpose: str | int) -> np.random.Generator:
+    import numpy as np
+
     return np.random.default_rng(derive_seed(base, *purpose))
 
 

@@ -152,8 +152,9 @@ def test_an_effect_is_judged_by_its_whole_interval(units: list[float], status: s
     assert result.status == status
     assert decide_effect(CHECKED["chance"], rule, estimate, {}).status == control_status
     out = result.to_json()
-    assert list(out) == ["study", "key", "kind", "claim", "condition", "status", "estimate", "interval", "n",
-                         "interval_method", "rule", "numbers", "citation", "criterion"]
+    assert list(out) == ["study", "key", "kind", "claim", "condition", "status", "estimate",
+                         "interval", "n", "interval_method", "rule", "numbers", "citation",
+                         "criterion"]
     assert out["n"] == len(units) and out["rule"] == ">= 2.5" and out["interval_method"] == "t"
     assert out["estimate"] == pytest.approx(float(np.mean(units)))
     if len(units) > 1:

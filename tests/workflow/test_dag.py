@@ -158,7 +158,11 @@ def test_exactly_the_torch_stages_declare_a_gpu(engines) -> None:
 
 
 def test_paths_follow_genlab_paths(engines) -> None:
-    _, dvc, _ = engines
+    from genlab.config import load_params
+    from genlab.data.draws import seeds
+
+    _, dvc, project = engines
+    params = load_params(project / "params.yaml")
     for stage, st in dvc.items():
         # every stage stamps its outputs with its inputs (genlab.workflow.fingerprint)
         assert str(paths.stamp(stage)) in st["outs"], stage
@@ -174,7 +178,15 @@ def test_paths_follow_genlab_paths(engines) -> None:
             assert outs == [str(paths.analysis_dir(study, analysis))]
         elif stage.endswith("_synthesize"):
             study = stage.removesuffix("_synthesize")
-            assert outs == [str(paths.dataset_dir(study) / f) for f in paths.DATASET_FILES]
+            # a folder per seed of the runs, and the stage's provenance
+            assert outs == [*(f for seed in seeds(params.study(study))
+                              for f in paths.draw_files(study, seed)),
+                            str(paths.dataset_dir(study) / paths.DATASET_PROVENANCE)]
+        elif "_train@" in stage:  # a run depends on its own seed's draws, not the others'
+            study, run_id = stage.split("_train@")
+            seed = params.study(study).runs[run_id].seed
+            drawn = [d for d in st["deps"] if d.startswith(str(paths.dataset_dir(study)))]
+            assert drawn == paths.draw_files(study, seed), stage
         elif stage == "report":
             assert outs == [str(paths.REPORTS / f) for f in paths.REPORT_FILES]
 
@@ -243,7 +255,9 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
                 assert tracked == {""}, stage  # the whole study block
                 assert recorded == config.model_dump(mode="json")
             else:
-                expected = {k if k != "run" else f"runs.{run_id}" for k in recorded}
+                # a run's own block; the draws a synthesize stage makes, which the runs name
+                derived = {"run": f"runs.{run_id}", "draws": "runs"}
+                expected = {derived.get(k, k) for k in recorded}
                 assert tracked == expected, stage
                 if kind == "train" and not run_id:  # a group: each run's sidecar, its own run
                     for run in config.runs:

@@ -19,7 +19,7 @@ from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import read_json, write_json, write_parquet
 from genlab.models.registry import MODELS, load_model, seeded_model_from_spec
 from genlab.progress import progress
-from genlab.stages.common import load_dataset, log, provenance, setup, study
+from genlab.stages.common import DatasetDraws, log, provenance, setup, study
 from genlab.stages.settings import stage_settings
 
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     record_fn = getattr(importlib.import_module(module), function)
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
-    dataset = load_dataset(args.dataset)
+    draws = DatasetDraws(args.dataset)
     prov = provenance(stage_settings(config, args.analysis), describe_device(device))
     # only the declared runs: a leftover folder is ignored
     for run_id in progress(config.runs, f"{args.study} {args.analysis}", unit="run"):
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             tables = {}
         else:
             model_json = read_json(folder / "model.json")
-            objective = spec.objective(config, run_id, dataset, device)
+            objective = spec.objective(config, run_id, draws.for_run(config, run_id), device)
             if objective is None:  # no trained network to analyse
                 record, tables = {"status": "skipped", "reason": no_model_reason(model_json)}, {}
             else:

@@ -38,10 +38,45 @@ def provenance(settings: dict[str, Any], device: str, seed: int | None = None) -
     return make(settings, settings_hash(settings), device, seed)
 
 
-def load_dataset(folder: Path):
-    from genlab.data.dataset import dataset_from_tables
-    from genlab.io import read_json, read_parquet
+class DatasetDraws:
+    """A synthesize stage's output: a study's data draws, one folder per seed
+    (:mod:`genlab.data.draws`), each read once when a run first needs it."""
 
-    return dataset_from_tables(read_parquet(folder / "train.parquet"),
-                               read_parquet(folder / "test.parquet"),
-                               read_json(folder / "dataset.json"))
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._seeds: dict[int, tuple[Any, Any, dict[str, Any]]] = {}
+
+    def _seed(self, seed: int) -> tuple[Any, Any, dict[str, Any]]:
+        from genlab import paths
+        from genlab.io import read_json, read_parquet
+
+        if seed not in self._seeds:
+            folder = self.folder / paths.seed_folder(seed)
+            self._seeds[seed] = (read_parquet(folder / "train.parquet"),
+                                 read_parquet(folder / "test.parquet"),
+                                 read_json(folder / paths.DRAWS_INFO))
+        return self._seeds[seed]
+
+    def for_run(self, config: Any, run: str):  # -> Dataset
+        """The Dataset run ``run`` of the study ``config`` trains on: its seed's draw."""
+        import pyarrow.compute as pc
+
+        from genlab.data.dataset import dataset_from_tables
+        from genlab.data.draws import run_draw_id
+        from genlab.io import ArtifactError
+
+        seed, draw = config.runs[run].seed, run_draw_id(config, run)
+        train, test, infos = self._seed(seed)
+        if draw not in infos:
+            raise ArtifactError(f"{self.folder}: seed {seed}'s folder has no data draw {draw!r} "
+                                f"(it holds {sorted(infos)}): rerun the synthesize stage")
+
+        def rows(table: Any) -> Any:
+            return table.filter(pc.equal(table.column("draw"), draw)).drop_columns(["draw"])
+
+        return dataset_from_tables(rows(train), rows(test), {**infos[draw], "draw": draw})
+
+
+def load_dataset(folder: Path, config: Any, run: str):  # -> Dataset
+    """The Dataset run ``run`` trains on, from the study's dataset ``folder``."""
+    return DatasetDraws(folder).for_run(config, run)

@@ -14,8 +14,10 @@ def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str,
     dvc.yaml tracks for it (:mod:`genlab.workflow.generate` derives its lists from these keys)."""
     from genlab.analyses.registry import ANALYSES
 
-    if stage == "synthesize":
-        return {"data": config.data.model_dump(mode="json")}
+    if stage == "synthesize":  # the data block and the draws the runs need (genlab.data.draws)
+        from genlab.data.draws import data_draws
+
+        return {"data": config.data.model_dump(mode="json"), "draws": data_draws(config)}
     if stage in ANALYSES:  # the recipe and runs (a run's loss and step size), and its own block
         recipe = config.model_dump(mode="json", exclude={"description", "data", "model",
                                                          "analyses", "claims"})

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from genlab.config import ParamsError, settings_hash
+from genlab.data.draws import run_draw_id
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import write_json, write_parquet, write_safetensors
-from genlab.stages.common import load_dataset, log, provenance, setup, study
+from genlab.stages.common import DatasetDraws, log, provenance, setup, study
 from genlab.stages.settings import stage_settings
 from genlab.train.checkpoint_folder import CheckpointFolder
 
@@ -24,20 +25,28 @@ def run(args: argparse.Namespace) -> int:
                           f"{sorted(config.runs)}")
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
-    dataset = load_dataset(args.dataset)
+    draws = DatasetDraws(args.dataset)
     t0 = time.perf_counter()
     if args.run is None:  # the whole sweep, into runs/<run>/
         runs = list(config.runs)
-        if spec.train_group is not None:
-            results = spec.train_group(config, runs, dataset, device)
+        results = {}
+        if spec.train_group is not None:  # the group trainer, once per data draw
+            by_draw: dict[str, list[str]] = {}
+            for run in runs:
+                by_draw.setdefault(run_draw_id(config, run), []).append(run)
+            for group in by_draw.values():
+                results.update(spec.train_group(config, group, draws.for_run(config, group[0]),
+                                                device))
         else:
-            results = {run: spec.train_run(config, run, dataset, device, None) for run in runs}
+            results = {run: spec.train_run(config, run, draws.for_run(config, run), device, None)
+                       for run in runs}
+        results = {run: results[run] for run in runs}  # params.yaml's order
         folders = {run: args.out / run for run in runs}
     else:
         checkpoints = CheckpointFolder(args.out / ".checkpoint",
                                        settings_hash(stage_settings(config, "train", args.run)))
         results = {args.run: spec.train_run(
-            config, args.run, dataset, device,
+            config, args.run, draws.for_run(config, args.run), device,
             checkpoints.checkpointing(params.runtime.checkpoint_minutes, device))}
         folders = {args.run: args.out}
     elapsed = time.perf_counter() - t0

@@ -46,7 +46,8 @@ class ClaimResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "key": self.key, "kind": self.kind, "claim": self.claim,
-                "condition": self.condition, "status": self.status, **(dict(self.effect) if self.effect else {}),
+                "condition": self.condition, "status": self.status,
+                **(dict(self.effect) if self.effect else {}),
                 "numbers": dict(self.numbers), "citation": self.citation,
                 "criterion": self.criterion}
 

@@ -77,14 +77,25 @@ def load_yaml(path: Path) -> Any:
     return yaml.safe_load(text)
 
 
-def _substitute(node: Any, key: str) -> Any:
-    """``${key}`` replaced by the foreach item's key everywhere in a stage body."""
+_ITEM_FIELD = re.compile(r"\$\{item\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _substitute(node: Any, key: str, item: Any) -> Any:
+    """``${key}`` replaced by the foreach item's key, and ``${item.<field>}`` by its field
+    (integers only: how DVC prints a float is not ours to guess), everywhere in a stage body."""
     if isinstance(node, str):
-        return node.replace("${key}", key)
+        def field(match: re.Match[str]) -> str:
+            value = item[match.group(1)]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"${{item.{match.group(1)}}} of {key!r} is {value!r}: only "
+                                 "integer fields are substituted")
+            return str(value)
+
+        return _ITEM_FIELD.sub(field, node.replace("${key}", key))
     if isinstance(node, list):
-        return [_substitute(v, key) for v in node]
+        return [_substitute(v, key, item) for v in node]
     if isinstance(node, dict):
-        return {_substitute(k, key): _substitute(v, key) for k, v in node.items()}
+        return {_substitute(k, key, item): _substitute(v, key, item) for k, v in node.items()}
     return node
 
 
@@ -120,8 +131,8 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
         match = _FOREACH.match(str(body["foreach"]))
         if match is None:
             raise ValueError(f"dvc.yaml stage {name}: unsupported foreach {body['foreach']!r}")
-        for key in _lookup(tree, match.group(1)):
-            jobs.append(_job(f"{name}@{key}", _substitute(body["do"], str(key)), tree))
+        for key, item in _lookup(tree, match.group(1)).items():
+            jobs.append(_job(f"{name}@{key}", _substitute(body["do"], str(key), item), tree))
     return jobs
 
 

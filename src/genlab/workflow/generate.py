@@ -36,6 +36,7 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
+from genlab.data.draws import seeds
 from genlab.stages.settings import stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
@@ -146,23 +147,25 @@ class _Builder:
         entry, key = STUDIES[name], f"studies.{name}"
         experiment = experiment_module(name)
         dataset = paths.dataset_dir(name)
-        dataset_files = [str(dataset / f) for f in paths.DATASET_FILES]
+        dataset_files = [f for seed in seeds(config) for f in paths.draw_files(name, seed)]
         runs = str(paths.runs_dir(name))
         out: dict[str, Any] = {f"{name}_synthesize": {
             "cmd": _cmd(f"{name}_synthesize", "synthesize", "--params", PARAMS_FILE, "--study",
                         name, "--out", str(dataset)),
             "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
-            "params": [f"{key}.data"],
-            "outs": [*dataset_files, _stamp(f"{name}_synthesize")],
+            # the runs name the draws (their seeds, their data conditions)
+            "params": [f"{key}.data", f"{key}.runs"],
+            "outs": [*dataset_files, str(dataset / paths.DATASET_PROVENANCE),
+                     _stamp(f"{name}_synthesize")],
             "meta": {"log": _log(name, "synthesize")},
         }}
-        train_deps = [GATE_STAMP, *dataset_files, *self.code("train", experiment)]
+        code = self.code("train", experiment)
         res = entry.train_resources
         if entry.grouped:
             out[f"{name}_train"] = {
                 "cmd": _cmd(f"{name}_train", "train", "--params", PARAMS_FILE, "--study", name,
                             "--dataset", str(dataset), "--out", runs),
-                "deps": train_deps,
+                "deps": [GATE_STAMP, *dataset_files, *code],
                 "params": _tracked(key, config, "train"),
                 "outs": [runs, _stamp(f"{name}_train")],
                 "meta": _torch_meta(_log(name, "train"), res.mem_mb, res.runtime),
@@ -173,7 +176,8 @@ class _Builder:
                 "cmd": _cmd(f"{name}_train@${{key}}", "train", "--params", PARAMS_FILE,
                             "--study", name, "--run", "${key}", "--dataset", str(dataset),
                             "--out", str(run)),
-                "deps": train_deps,
+                # its own seed's draws only: adding a seed retrains no other run
+                "deps": [GATE_STAMP, *paths.draw_files(name, "${item.seed}"), *code],
                 "params": _tracked(key, config, "train", next(iter(config.runs))),
                 "outs": [*(str(run / f) for f in paths.RUN_FILES if f != "metrics.json"),
                          _stamp(f"{name}_train@${{key}}")],
