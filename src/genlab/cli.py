@@ -33,6 +33,7 @@ STAGE_MODULES: dict[str, str] = {
     "report": "genlab.stages.report", "sync": "genlab.workflow.sync",
     "verify-cache": "genlab.workflow.cache_check", "dag": "genlab.workflow.generate",
     "preset": "genlab.presets", "claims": "genlab.report.tally",
+    "results": "genlab.report.results",
 }
 """The command -> the module whose ``run(args)`` implements it (imported only when it runs)."""
 
@@ -107,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     add("claims", _stage("claims"), "count reports/claims.json's literature claims and controls "
         "apart, and name the literature claims not reproduced or inconclusive",
         ("claims", {"nargs": "?", "default": "reports/claims.json"}))
+    add("results", _stage("results"), "every claim's estimate, interval, n, rule and verdict as "
+        "a Markdown page, with the commit and date it was measured at (the README's results)",
+        ("claims", {"nargs": "?", "default": "reports/claims.json"}),
+        ("--out", {"type": Path, "help": "write the page here (e.g. docs/results.md); "
+                   "default: print it"}))
     add("sync", _stage("sync"), "after dvc repro/pull/checkout: set the mtimes Snakemake judges "
         "by to what the stages' stamps say, and print each stale stage with its reason")
     add("verify-cache", _stage("verify-cache"), "hash every object of the local DVC cache "

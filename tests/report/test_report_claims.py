@@ -76,3 +76,27 @@ def test_numbers_are_a_small_table_sorted_as_numbers_and_the_citation_shown_once
     assert cells.index("<th>250</th>") < cells.index("<th>1000</th>") < cells.index("<th>4000</th>")
     assert '<tr><th>test_err</th><td><table class="numbers">' in cells
     assert "<th>by</th><td>seed</td>" in cells
+
+
+def test_results_page_is_written_from_claims_json_with_where_it_was_measured(
+        report_workspace: Path, tmp_path: Path) -> None:
+    """`genlab results` turns reports/claims.json into the README's results page: the commit,
+    preset and date, the counts, and one row per claim with its interval, n, rule and verdict
+    (controls in a table of their own), so no number in the docs is copied by hand."""
+    with_claims(report_workspace, [CLAIM, CONTROL, {**EFFECT, "condition": "spread=1.0"}])
+    render_workspace(report_workspace)
+    claims = report_workspace / "reports/claims.json"
+    document = read_json(claims)
+    assert set(document["provenance"]) == {"git_commit", "genlab_version", "scale",
+                                           "params_sha256"}
+    out = tmp_path / "results.md"
+    assert main(["results", str(claims), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert f"measured at commit `{document['provenance']['git_commit']}`" in page
+    assert re.search(r"page written on \d{4}-\d{2}-\d{2}", page)
+    assert "literature claims (2): 1 reproduced, 1 inconclusive" in page
+    literature = page[page.index("## Literature claims"):page.index("## Controls")]
+    assert ("| Test accuracy falls. | spread=1.0 | **0.12** [-0.02, 0.26] (t) | 3 | >= 0.05 "
+            "| inconclusive |") in literature
+    assert "Random labels sit at chance." in page[page.index("## Controls"):]
+    assert "Random labels sit at chance." not in literature

@@ -33,7 +33,12 @@ def run(args: argparse.Namespace) -> int:
     logs = args.logs if args.logs is not None else args.out.parent / LOGS
     report = collect(params, {d.name: d for d in args.studies}, logs=logs)
     write_text(args.out / "index.html", render_html(report))
-    write_json(args.out / "claims.json", {"claims": [c for c in report.claims]})
+    write_json(args.out / "claims.json", {
+        # what `genlab results` states the claims were measured at
+        "provenance": {"git_commit": report.provenance["git_commit"],
+                       "genlab_version": report.provenance["genlab_version"],
+                       "scale": report.scale, "params_sha256": report.params_sha256},
+        "claims": [c for c in report.claims]})
     write_json(args.out / "metrics.json", claim_metrics(report.claims))
     print(f"report written to {args.out / 'index.html'}")
     return 0
