@@ -77,7 +77,8 @@ SHARPNESS_COLUMNS = (
 
 def sharpness_figure(records: Records, density: pa.Table, curvature: str) -> Figure | None:
     """Each run's spectral density (log scale, as in Ghorbani et al. 2019) with its
-    stability threshold (2 + 2β)/η dotted in the same colour; None if no run was analysed."""
+    stability threshold (2 + 2β)/η dotted in the same colour, or, when it lies far beyond every
+    spectrum, written at the axis' edge; None if no run was analysed."""
     import matplotlib.pyplot as plt
 
     runs = _analysed(records)
@@ -85,11 +86,29 @@ def sharpness_figure(records: Records, density: pa.Table, curvature: str) -> Fig
         return None
     colour = _colours(runs)
     fig, ax = plt.subplots(figsize=(10, 3.6))
+    eigenvalues = []
     for run in runs:
         rows = _rows_of(density, run)
+        eigenvalues += [r["eigenvalue"] for r in rows]
         ax.plot([r["eigenvalue"] for r in rows], [max(r["density"], 1e-12) for r in rows],
                 color=colour[run], label=run, linewidth=1)
-        ax.axvline(records[run]["threshold"], color=colour[run], linestyle=":", linewidth=1)
+    # the axis fits the spectra; a threshold far beyond them is written at the right edge, not
+    # drawn there (random_labels' 76 squeezed every density into a tenth of the axis)
+    low, high = min(eigenvalues, default=0.0), max(eigenvalues, default=1.0)
+    span = max(high - low, 1e-12)
+    shown_to = high + 0.05 * span
+    beyond = []
+    for run in runs:
+        threshold = records[run]["threshold"]
+        if threshold <= high + 0.5 * span:
+            ax.axvline(threshold, color=colour[run], linestyle=":", linewidth=1)
+            shown_to = max(shown_to, threshold + 0.05 * span)
+        else:
+            beyond.append(f"{run}: {threshold:.3g}")
+    ax.set_xlim(low - 0.05 * span, shown_to)
+    if beyond:
+        ax.annotate("threshold beyond the axis → " + "; ".join(beyond), xy=(0.99, 0.97),
+                    xycoords="axes fraction", ha="right", va="top", fontsize=7)
     ax.set_yscale("log")
     ax.set_ylim(bottom=1e-8)
     ax.set_xlabel(f"eigenvalue of the training-loss {curvature}")
