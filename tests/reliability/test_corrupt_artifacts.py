@@ -118,7 +118,8 @@ def test_the_cli_reports_a_truncated_input_by_name_and_exits_2(tmp_path: Path, c
     dataset = tmp_path / "dataset"
     common = ["--params", str(params), "--study", "random_labels"]
     assert main(["synthesize", *common, "--out", str(dataset)]) == 0
-    train = dataset / "train.parquet"
+    seed = yaml.safe_load(params.read_text())["studies"]["random_labels"]["runs"][run_]["seed"]
+    train = dataset / f"s{seed}" / "train.parquet"  # the run's own draw
     train.write_bytes(train.read_bytes()[:100])
     out = tmp_path / "runs" / run_
     code = main(["train", *common, "--run", run_, "--dataset", str(dataset), "--out", str(out)])

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.remote
 
 STAGE = "random_labels_synthesize"
 WITH_DEPS = ["--with-deps", STAGE]  # the stage and the gate it depends on
-CORRUPTED = "data/random_labels/dataset/train.parquet"
+CORRUPTED = "data/random_labels/dataset/s0/train.parquet"
 KEY_ID, SECRET = "genlab-tests", "test-secret-not-a-credential"
 DEAD_REMOTE_SECONDS = 30
 
