@@ -52,6 +52,9 @@ def copy_project(dest: Path, env: dict[str, str]) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     (dest / "params.yaml").write_text(ci_params_text())
+    # dvc.yaml for the ci preset's seeds (the committed one is the default preset's), as a user
+    # switching presets runs it; Snakemake regenerates it by itself
+    run(["genlab", "dag", "--write"], dest, env)
     run(["git", "init", "-q", "-b", "main"], dest, env)
     run(["git", "add", "-A"], dest, env)
     run(["git", "commit", "-q", "-m", "ci preset"], dest, env)

@@ -114,3 +114,15 @@ def test_a_data_condition_gets_its_own_draw_on_the_seeds_random_numbers() -> Non
     assert seeds(config) == [0, 1]
     assert draw_settings(config, "s0-mean_scale=2.0").data.mean_scale == 2.0
     assert data_draws(config, seed=1) == {"s1-mean_scale=2.0": draws["s1-mean_scale=2.0"]}
+
+
+def test_the_dvc_gate_stops_when_dvc_yaml_was_written_for_other_seeds(tmp_path, capsys) -> None:
+    """dvc.yaml lists a folder per seed as the synthesize stage's outputs: a seed added to
+    params.yaml without `genlab dag --write` must stop `dvc repro` at the gate, with the fix."""
+    from genlab.workflow.generate import layout_digest
+
+    written_for = layout_digest(load_params(_params(tmp_path / "old", RUNS)))
+    more = _params(tmp_path / "new", {**RUNS, "p0-s2": {"label_noise": 0.0, "seed": 2}})
+    assert main(["check-params", str(more), "--layout", written_for]) == 2
+    assert "run `genlab dag --write`" in capsys.readouterr().err
+    assert main(["check-params", str(more), "--layout", layout_digest(load_params(more))]) == 0

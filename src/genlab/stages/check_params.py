@@ -20,8 +20,8 @@ def run(args: argparse.Namespace) -> int:
     if args.layout is not None and args.layout != layout_digest(params):
         # the gate of `dvc repro`: DVC runs the stages dvc.yaml lists, and a study or analysis
         # switched on or off since it was written must stop it here, with the fix
-        raise ParamsError(f"dvc.yaml was generated for other studies or analyses than "
-                          f"{args.file} switches on: run `genlab dag --write`, then rerun")
+        raise ParamsError(f"dvc.yaml was generated for other studies, analyses or seeds than "
+                          f"{args.file} declares: run `genlab dag --write`, then rerun")
     if args.stamp:
         # Constant content: a valid edit must not look like a change to the stages behind it.
         write_text(args.stamp, "params.yaml is valid\n")

@@ -93,8 +93,9 @@ def enabled_analyses(config: Any) -> list[str]:
 
 def layout_digest(params: Params) -> str:
     """A short hash of which studies (in order) and which of their analyses params.yaml
-    switches on: what decides dvc.yaml's list of stages."""
-    layout = [[name, enabled_analyses(config)]
+    switches on, and the seeds of each study's runs: what decides dvc.yaml's list of stages
+    and of the synthesize stages' outputs (a folder per seed)."""
+    layout = [[name, enabled_analyses(config), seeds(config)]
               for name, config in params.declared_studies().items()]
     return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:12]
 
