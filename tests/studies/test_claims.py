@@ -220,3 +220,17 @@ def test_the_json_is_the_old_helpers_json() -> None:
                       decide(FITS, verdicts, new_numbers)))
     for old, new in pairs:
         assert as_json(new) == as_json(old)
+
+
+def test_decide_units_judges_the_mean_over_measured_seeds_and_needs_two() -> None:
+    from genlab.studies.claims import decide_units
+
+    result = decide_units(CHECKED["falls"], "> 0", {0: 0.2, 1: 0.3, 2: None, 3: 0.25}, {})
+    assert result.status == "reproduced" and result.effect["n"] == 3
+    assert result.numbers["by_seed"] == {"0": 0.2, "1": 0.3, "2": None, "3": 0.25}
+    straddles = decide_units(CHECKED["falls"], "> 0", {0: 0.2, 1: -0.1, 2: 0.05}, {})
+    assert straddles.status == "inconclusive"
+    one = decide_units(CHECKED["falls"], "> 0", {0: 0.2, 1: float("nan")}, {},
+                       condition="spread=1")
+    assert one.status == "not_run" and "1 seed(s) measured of 2" in one.numbers["reason"]
+    assert one.condition == "spread=1"

@@ -21,7 +21,8 @@ controls when it declares its table.
 
 :func:`decide_effect` judges a claim by an estimate's 95% interval over independent units
 (:mod:`genlab.studies.intervals`): reproduced when the whole interval satisfies the rule, not
-reproduced when none of it does, inconclusive when it straddles the threshold.
+reproduced when none of it does, inconclusive when it straddles the threshold;
+:func:`decide_units` does so for the mean of a statistic measured once per seed.
 """
 
 from __future__ import annotations
@@ -98,6 +99,26 @@ def decide_effect(claim: Claim, rule: Rule | str, estimate: Estimate,
     return _result(claim, rule.judge(estimate), numbers, effect, condition)
 
 
+def decide_units(claim: Claim, rule: Rule | str, units: Mapping[Any, float | None],
+                 numbers: Mapping[str, Any], *, condition: str | None = None,
+                 unit_name: str = "seed") -> ClaimResult:
+    """:func:`decide_effect` on the mean of per-unit values (``units``: seed -> the claim's
+    statistic in that seed, None where it could not be measured), with its 95% interval
+    (:func:`genlab.studies.intervals.mean_interval`). The values go into the numbers as
+    ``by_<unit_name>``; with fewer than two measured units the claim is not run."""
+    import math
+
+    from genlab.studies.intervals import mean_interval
+
+    measured = {k: float(v) for k, v in units.items() if v is not None and math.isfinite(v)}
+    numbers = {**numbers, f"by_{unit_name}": {str(k): units[k] for k in units}}
+    if len(measured) < 2:
+        return decide(claim, None, numbers, condition=condition, reason=(
+            f"{len(measured)} {unit_name}(s) measured of {len(units)}: an interval needs two"))
+    return decide_effect(claim, rule, mean_interval(list(measured.values())), numbers,
+                         condition=condition)
+
+
 _CONTROL_STATUS: dict[str, ClaimStatus] = {"reproduced": "passed", "not_reproduced": "failed"}
 
 
@@ -123,4 +144,4 @@ def _every_unit(units: list[Verdict], every_unit_checked: bool) -> ClaimStatus:
     return "not_run" if unchecked else "reproduced"
 
 
-__all__ = ["Claim", "ClaimKind", "Verdict", "declare", "decide", "decide_effect"]
+__all__ = ["Claim", "ClaimKind", "Verdict", "declare", "decide", "decide_effect", "decide_units"]

@@ -9,18 +9,25 @@ import numpy as np
 import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
-from genlab.studies.claims import decide, declare
-from genlab.studies.random_labels.settings import CITATION, NAME, RandomLabelsConfig
+from genlab.studies.claims import decide, decide_units, declare
+from genlab.studies.random_labels.settings import (
+    CITATION,
+    NAME,
+    RandomLabelsClaims,
+    RandomLabelsConfig,
+)
 
 CLAIMS = declare(NAME, CITATION, {
     "fits_every_p": ("Networks fit any fraction of random labels to 100% training accuracy",
-                     "train accuracy reaches 1.0 at every corruption level p"),
+                     "train accuracy reaches 1.0 at every corruption level p, in every run"),
     "test_acc_decreases": ("Test accuracy falls as the fraction of random labels rises",
-                           "mean test accuracy strictly decreases as p increases"),
+                           "per seed, the smallest drop of test accuracy between adjacent "
+                           "levels of p; the mean over seeds judged by the rule"),
     "chance_at_p1": ("With fully random labels, test accuracy is at chance",
-                     "at p = 1, |test accuracy - 1/C| <= 0.03"),
+                     "at p = 1, |mean test accuracy - 1/C| <= 0.03"),
     "fit_slowdown": ("Fitting random labels is slower only by a small constant factor",
-                     "fit_step(p=1) / fit_step(p=0) is in [1, 10]"),
+                     "per seed, fit_step(p=1) / fit_step(p=0); the mean over seeds judged by "
+                     "the rule"),
 }, controls=("fits_every_p", "chance_at_p1"))
 # controls: with ~280k parameters for 1,000 points fitting cannot fail at this size, and labels
 # that carry no information put any classifier at chance
@@ -33,8 +40,40 @@ def _by_p(metrics: Mapping[str, Mapping[str, Any]]) -> dict[float, list[Mapping[
     return dict(sorted(groups.items()))
 
 
-def check_claims(per_p: Mapping[float, Mapping[str, Any]], n_classes: int) -> list[ClaimResult]:
-    """Decide each claim from per-p aggregates (means over the seeds that did not diverge)."""
+def _by_seed(metrics: Mapping[str, Mapping[str, Any]]) -> dict[int, dict[float, Mapping]]:
+    """seed -> p -> the run's metrics: a seed is one unit (its own data draw, every p on it)."""
+    seeds: dict[int, dict[float, Mapping[str, Any]]] = {}
+    for m in metrics.values():
+        seeds.setdefault(int(m["seed"]), {})[float(m["label_noise"])] = m
+    return dict(sorted(seeds.items()))
+
+
+def _ok(m: Mapping[str, Any] | None) -> bool:
+    return m is not None and m["status"] != "diverged"
+
+
+def smallest_drop(by_p: Mapping[float, Mapping[str, Any]]) -> float | None:
+    """One seed's smallest decrease of test accuracy between adjacent levels of p (negative
+    where accuracy rose); None without two levels that trained."""
+    acc = [by_p[p]["final_test_acc"] for p in sorted(by_p) if _ok(by_p[p])]
+    if len(acc) < 2 or len(acc) != len(by_p):
+        return None
+    return float(min(a - b for a, b in zip(acc[:-1], acc[1:], strict=True)))
+
+
+def fit_ratio(by_p: Mapping[float, Mapping[str, Any]]) -> float | None:
+    """One seed's fit_step(p = 1) / fit_step(p = 0); None unless both runs fitted."""
+    clean, noise = by_p.get(0.0), by_p.get(1.0)
+    if not (_ok(clean) and _ok(noise)) or clean["fit_step"] is None or noise["fit_step"] is None:
+        return None
+    return float(noise["fit_step"]) / float(clean["fit_step"])
+
+
+def check_claims(per_p: Mapping[float, Mapping[str, Any]],
+                 per_seed: Mapping[int, Mapping[float, Mapping[str, Any]]], n_classes: int,
+                 rules: RandomLabelsClaims) -> list[ClaimResult]:
+    """Decide each claim: the controls from per-p aggregates (means over the seeds that did not
+    diverge), the literature claims by their per-seed statistics' intervals."""
     claims: list[ClaimResult] = []
     ps = sorted(per_p)
     min_train = {p: per_p[p]["min_train_acc"] for p in ps}
@@ -46,13 +85,14 @@ def check_claims(per_p: Mapping[float, Mapping[str, Any]], n_classes: int) -> li
         {"min_train_acc_by_p": min_train, "n_diverged_by_p": diverged}))
 
     test = {p: per_p[p]["mean_test_acc"] for p in ps}
-    if len(ps) < 2 or any(v is None for v in test.values()):
+    if len(ps) < 2:
         claims.append(decide(CLAIMS["test_acc_decreases"], None, {"mean_test_acc_by_p": test},
                              reason="needs >= 2 levels of p"))
     else:
-        decreasing = all(test[a] > test[b] for a, b in zip(ps[:-1], ps[1:], strict=True))
-        claims.append(decide(CLAIMS["test_acc_decreases"], decreasing,
-                             {"mean_test_acc_by_p": test}))
+        claims.append(decide_units(
+            CLAIMS["test_acc_decreases"], rules.test_acc_decreases,
+            {seed: smallest_drop(by_p) for seed, by_p in per_seed.items()},
+            {"mean_test_acc_by_p": test}))
 
     chance = 1.0 / n_classes
     if 1.0 not in per_p or test.get(1.0) is None:
@@ -63,13 +103,14 @@ def check_claims(per_p: Mapping[float, Mapping[str, Any]], n_classes: int) -> li
                              {"test_acc_p1": test[1.0], "chance": chance, "abs_gap": gap}))
 
     fit = {p: per_p[p]["mean_fit_step"] for p in ps}
-    if fit.get(0.0) is None or fit.get(1.0) is None:
+    if 0.0 not in per_p or 1.0 not in per_p:
         claims.append(decide(CLAIMS["fit_slowdown"], None, {"mean_fit_step_by_p": fit},
-                             reason="needs fitted runs at p = 0 and p = 1"))
+                             reason="needs runs at p = 0 and p = 1"))
     else:
-        ratio = fit[1.0] / fit[0.0]
-        claims.append(decide(CLAIMS["fit_slowdown"], 1.0 <= ratio <= 10.0,
-                             {"mean_fit_step_by_p": fit, "ratio": ratio}))
+        claims.append(decide_units(
+            CLAIMS["fit_slowdown"], rules.fit_slowdown,
+            {seed: fit_ratio(by_p) for seed, by_p in per_seed.items()},
+            {"mean_fit_step_by_p": fit}))
     return claims
 
 
@@ -90,7 +131,7 @@ def summarize(config: RandomLabelsConfig, metrics: Mapping[str, Mapping[str, Any
             # fit_step averages only over fitted runs; n_fitted says how many that is
             "mean_fit_step": _mean([m["fit_step"] for m in fitted]),
         }
-    claims = check_claims(per_p, config.data.n_classes)
+    claims = check_claims(per_p, _by_seed(metrics), config.data.n_classes, config.claims)
     table = stack_histories(histories, metrics, ("label_noise", "seed"))
     data = {"study": NAME, "n_classes": config.data.n_classes,
             "per_label_noise": {str(p): v for p, v in per_p.items()},

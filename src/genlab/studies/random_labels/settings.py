@@ -6,6 +6,7 @@ from pydantic import Field
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.settings import (
+    ClaimRule,
     FrozenModel,
     GaussianMixtureSettings,
     MLPSettings,
@@ -29,12 +30,21 @@ class RandomLabelsRun(FrozenModel):
     seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
 
 
+class RandomLabelsClaims(FrozenModel):
+    """The rules the literature claims are judged by (declared before the run)."""
+
+    test_acc_decreases: ClaimRule = Field(description="Per seed, the smallest drop of test "
+                                          "accuracy between adjacent levels of p.")
+    fit_slowdown: ClaimRule = Field(description="Per seed, fit_step(p = 1) / fit_step(p = 0).")
+
+
 class RandomLabelsConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: GaussianMixtureSettings
     model: MLPSettings
     train: TrainSettings
     analyses: AnalysesSettings
+    claims: RandomLabelsClaims
     runs: dict[Slug, RandomLabelsRun] = Field(min_length=1, description="One line per run; the "
                                               "key is derived from the settings: p<p>-s<seed>.")
 
