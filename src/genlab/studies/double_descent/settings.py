@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from genlab.data.settings import TeacherStudentSettings
-from genlab.settings import FrozenModel, Seed, Slug
+from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "double_descent"
@@ -42,11 +42,20 @@ class DoubleDescentRun(FrozenModel):
     seed: Seed = Field(description="Seed of the random feature weights W.")
 
 
+class DoubleDescentClaims(FrozenModel):
+    """The rules the literature claims are judged by (declared before the run)."""
+
+    peak_location: ClaimRule = Field(description="Per seed, the P of the largest test MSE / N.")
+    peak_height: ClaimRule = Field(description="Per seed, log10 of the smaller of peak / MSE at "
+                                   "P = N/4 and peak / MSE at P = 8N.")
+
+
 class DoubleDescentConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: TeacherStudentSettings
     features: FeatureSettings
     early_stopping: EarlyStoppingSettings
+    claims: DoubleDescentClaims
     runs: dict[Slug, DoubleDescentRun] = Field(min_length=1, description="One line per feature "
                                                "draw; the key is s<seed>.")
 
