@@ -6,7 +6,14 @@ from pydantic import Field, field_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
+from genlab.settings import (
+    ClaimRule,
+    FrozenModel,
+    MLPSettings,
+    Seed,
+    Slug,
+    format_float_slug,
+)
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "eos_gd"
@@ -29,12 +36,22 @@ class EoSRun(FrozenModel):
     seed: Seed = Field(description="Seed of the initialisation.")
 
 
+class EoSClaims(FrozenModel):
+    """The rules the literature claims are judged by at each η (declared before the run)."""
+
+    sharpening: ClaimRule = Field(description="Per seed, max λ_max / λ_max at init.")
+    edge: ClaimRule = Field(description="Per seed, median λ_max/(2/η) after the crossing.")
+    edge_bounded: ClaimRule = Field(description="Per seed, max λ_max/(2/η) after the crossing.")
+    loss: ClaimRule = Field(description="Per seed, log(final loss / loss at the crossing).")
+
+
 class EoSConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: TeacherStudentSettings
     model: MLPSettings
     recipe: EoSRecipe
     analyses: AnalysesSettings
+    claims: EoSClaims
     runs: dict[Slug, EoSRun] = Field(min_length=1, description="One line per run; the key is "
                                      "lr<η>-s<seed>.")
 
