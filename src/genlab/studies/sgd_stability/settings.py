@@ -8,7 +8,14 @@ from pydantic import Field, field_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, format_float_slug
+from genlab.settings import (
+    ClaimRule,
+    FrozenModel,
+    MLPSettings,
+    Seed,
+    Slug,
+    format_float_slug,
+)
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "sgd_stability"
@@ -33,12 +40,22 @@ class StabilityRun(FrozenModel):
     seed: Seed
 
 
+class StabilityClaims(FrozenModel):
+    """The rules the literature claims are judged by (declared before the run)."""
+
+    sgd_trace: ClaimRule = Field(description="Per seed, max Tr H·η/2 over converged SGD runs.")
+    gd_lambda: ClaimRule = Field(description="Per seed, max λ_max·η/2 over converged GD runs.")
+    gd_trace: ClaimRule = Field(description="Per seed, Tr H·η/2 of GD at the largest η that "
+                                "converged.")
+
+
 class StabilityConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: TeacherStudentSettings
     model: MLPSettings
     recipe: StabilityRecipe
     analyses: AnalysesSettings
+    claims: StabilityClaims
     runs: dict[Slug, StabilityRun] = Field(min_length=1, description="One line per run; the key "
                                            "is <method>-lr<η>-s<seed>.")
 
