@@ -17,17 +17,20 @@ from safetensors.torch import load_file, save_file
 
 from genlab.io import dumps_json
 from genlab.studies.intrinsic_dim.claims import (
-    check_estimator,
-    check_layers,
-    check_scaling,
-    check_subspace,
+    check_claims,
+    d_int90_ratio,
+    hunchback,
+    layer_drop,
     median_d_int90,
     power_law_exponent,
+    smallest_rise,
     summarize,
+    window_miss,
 )
 from genlab.studies.intrinsic_dim.experiment import SPEC, layer_dimensions
 from genlab.studies.intrinsic_dim.settings import (
     EstimateRun,
+    IntrinsicDimClaims,
     IntrinsicDimConfig,
     LayersRun,
     ScalingRun,
@@ -57,6 +60,8 @@ def raw_config(**updates) -> dict:
         "scaling": {"ambient_dim": 8, "teacher_hidden": [8], "sizes": [50, 100], "n_test": 200,
                     "model": {"hidden": [16]}, "train": {**adam, "max_steps": 100}},
         "label_sharpness": {"num_samples": 100},
+        "claims": {"twonn": "<= 0", "mle": "<= 0", "layers": "> 0", "hunchback": "> 0",
+                   "subspace": "<= 2.5", "scaling": "> 0"},
         "runs": {"estimate-linear-s0": {"kind": "estimate", "embedding": "linear", "seed": 0},
                  "layers-clean-s0": {"kind": "layers", "labels": "clean", "seed": 0},
                  "layers-random-s0": {"kind": "layers", "labels": "random", "seed": 0},
@@ -151,52 +156,80 @@ def test_settings_are_validated() -> None:
 # --------------------------------------------------------------------------- claim decisions
 
 
-def test_estimator_windows() -> None:
+RULES = {"twonn": "<= 0", "mle": "<= 0", "layers": "> 0", "hunchback": "> 0",
+         "subspace": "<= 2.5", "scaling": "> 0"}
+
+
+def test_window_miss_is_the_worst_estimate_in_units_of_d() -> None:
     good = {"linear": {2: 2.1, 5: 4.6, 10: 9.1, 20: 14.5}, "tanh": {2: 1.9, 20: 20.9}}
-    claim = check_estimator("twonn", good)
-    assert claim.status == "reproduced" and claim.numbers["failed"] == []
-    assert claim.numbers["checked"]["linear_d20"]["low"] == pytest.approx(14.0)
-    # 13.9 < 0.7 * 20 and 11.1 > 1.1 * 10: one miss on one embedding fails the claim
-    assert check_estimator("twonn", {**good, "tanh": {20: 13.9}}).status == "not_reproduced"
-    bad = check_estimator("mle", {"linear": {10: 11.1}})
-    assert bad.status == "not_reproduced" and bad.numbers["failed"] == ["linear_d10"]
-    assert check_estimator("mle", {"linear": {2: 2.0, 15: 3.0}}).status == "reproduced"
-    assert check_estimator("mle", {"linear": {15: 15.0}}).status == "not_run"  # nothing claimed
-    assert check_estimator("mle", {}).status == "not_run"
+    assert window_miss(good) < 0  # every estimate inside its window
+    # 13.9 < 0.7 * 20: a miss of 0.1 / 20 on one embedding is the seed's statistic
+    assert window_miss({**good, "tanh": {20: 13.9}}) == pytest.approx(0.1 / 20)
+    assert window_miss({"linear": {10: 11.1}}) == pytest.approx(0.1 / 10)
+    assert window_miss({"linear": {15: 15.0}}) is None  # nothing claimed at d = 15
 
 
-@pytest.mark.parametrize(("init", "true", "random", "status"), [
-    (6.0, 3.3, 4.0, "reproduced"),
-    (6.0, 6.5, 7.0, "not_reproduced"),  # above init
-    (6.0, 4.5, 4.0, "not_reproduced"),  # above random
-    (6.0, 4.0, 4.0, "not_reproduced"),  # a tie is not below
-    (6.0, 3.3, None, "not_run"),
-    (None, None, 4.0, "not_run"),
-])
-def test_layers_claim(init, true, random, status: str) -> None:
-    claim = check_layers(init, true, random)
-    assert claim.status == status
-    if status != "not_run":
-        assert claim.numbers["true_over_init"] == pytest.approx(true / init)
+@pytest.mark.parametrize(("init", "true", "random", "drop"), [
+    (6.0, 3.3, 4.0, 0.7), (6.0, 6.5, 7.0, -0.5), (6.0, 4.5, 4.0, -0.5), (6.0, 4.0, 4.0, 0.0),
+    (6.0, 3.3, None, None)])
+def test_layer_drop(init, true, random, drop) -> None:
+    assert layer_drop(init, true, random) == (None if drop is None else pytest.approx(drop))
 
 
-def width(params: int, d: int | None, max_d: int = 640) -> dict:
-    return {"n_parameters": params, "d_int90": d, "max_d": max_d}
+def test_hunchback_rises_then_falls() -> None:
+    assert hunchback([6.0, 9.0, 11.0, 8.0, 5.0, 2.0]) == pytest.approx(11.0 - 6.0)
+    assert hunchback([6.0, 5.0, 4.0, 3.0, 2.0]) == pytest.approx(5.0 - 6.0)  # only falls
+    assert hunchback([6.0, 7.0, 8.0, 9.0, 2.0]) == pytest.approx(8.0 - 9.0)  # only rises
+    assert hunchback([6.0, 7.0, 2.0]) is None  # one hidden layer: no shape to see
 
 
-def test_subspace_claim() -> None:
-    same = check_subspace({32: width(1765, 320), 128: width(19333, 320)})
-    assert same.status == "reproduced"
-    assert same.numbers["d_int90_ratio"] == 1.0
-    assert same.numbers["param_ratio"] == pytest.approx(19333 / 1765)
-    assert check_subspace({32: width(1765, 160), 128: width(19333, 320)}).status == "reproduced"
-    assert check_subspace({32: width(1765, 640), 128: width(19333, 160)}).status \
-        == "not_reproduced"  # ratio 4, whichever way round
-    unresolved = check_subspace({32: width(1765, 320), 128: width(19333, None)})
-    assert unresolved.status == "not_reproduced" and "128" in unresolved.numbers["reason"]
-    assert check_subspace({32: width(1765, 320)}).status == "not_run"
-    close = check_subspace({32: width(1765, 320), 48: width(3000, 320)})
-    assert close.status == "not_run" and "< 5x" in close.numbers["reason"]
+def test_d_int90_ratio_and_smallest_rise() -> None:
+    assert d_int90_ratio(320, 160) == d_int90_ratio(160, 320) == 2.0
+    assert d_int90_ratio(320, None) is None
+    rising = {2: {250: 0.02, 1000: 0.01}, 4: {250: 0.05, 1000: 0.03}, 8: {250: 0.2, 1000: 0.1}}
+    assert smallest_rise(rising) == pytest.approx(0.02)
+    assert smallest_rise({**rising, 4: {250: 0.05, 1000: 0.005}}) == pytest.approx(-0.005)
+    assert smallest_rise({2: rising[2]}) is None
+
+
+def _units(seeds: int, **per_seed) -> tuple[dict, dict]:
+    """Metrics and histories of ``seeds`` seeds of every kind, from per-seed numbers."""
+    metrics, histories = {}, {}
+    for s in range(seeds):
+        j = 0.05 * s
+        est = f"estimate-linear-s{s}"
+        metrics[est] = {"kind": "estimate", "embedding": "linear", "seed": s}
+        histories[est] = pa.table({"estimator": ["twonn", "mle"], "d": [5, 5],
+                                   "estimate": [per_seed["estimate"] + j] * 2})
+        for labels, last in (("clean", per_seed["true"]), ("random", per_seed["random"])):
+            metrics[f"layers-{labels}-s{s}"] = {
+                "kind": "layers", "labels": labels, "seed": s, "last_hidden_id_init": 6.0,
+                "last_hidden_id": last + j, "id_trained": per_seed["profile"]}
+        for width, params, d in ((32, 1765, per_seed["d_narrow"]), (128, 19333, 320)):
+            metrics[f"subspace-w{width}-s{s}"] = {"kind": "subspace", "width": width,
+                                                  "seed": s, "n_parameters": params,
+                                                  "d_int90": d}
+        for d, err in ((2, 0.02), (4, per_seed["err4"])):
+            metrics[f"scaling-d{d}-s{s}"] = {"kind": "scaling", "seed": s, "d_data_true": d,
+                                             "test_err_by_n": {"250": err + j / 10}}
+    return metrics, histories
+
+
+def test_every_claim_is_judged_over_seeds_each_way() -> None:
+    rules = IntrinsicDimClaims(**RULES)
+    good = _units(3, estimate=5.0, true=3.0, random=5.0, profile=[6.0, 9.0, 8.0, 3.0, 2.0],
+                  d_narrow=226, err4=0.05)
+    claims = check_claims(*good, rules)
+    assert [c.key for c in claims] == ["twonn", "mle", "layers", "hunchback", "subspace",
+                                       "scaling"]
+    assert [c.status for c in claims] == ["reproduced"] * 6
+    assert all(c.effect["n"] == 3 for c in claims)
+    bad = _units(3, estimate=7.0, true=7.0, random=5.0, profile=[6.0, 5.0, 4.0, 3.0, 2.0],
+                 d_narrow=40, err4=0.01)
+    assert [c.status for c in check_claims(*bad, rules)] == ["not_reproduced"] * 6
+    one = _units(1, estimate=5.0, true=3.0, random=5.0, profile=[6.0, 9.0, 8.0, 3.0, 2.0],
+                 d_narrow=226, err4=0.05)
+    assert [c.status for c in check_claims(*one, rules)] == ["not_run"] * 6
 
 
 def test_median_d_int90_counts_unreached_as_infinite() -> None:
@@ -205,17 +238,6 @@ def test_median_d_int90_counts_unreached_as_infinite() -> None:
     assert median_d_int90([160, 320]) == 240
     assert median_d_int90([320, None]) is None
     assert median_d_int90([]) is None
-
-
-def test_scaling_claim() -> None:
-    rising = {2: {250: 0.02, 1000: 0.01}, 4: {250: 0.05, 1000: 0.03}, 8: {250: 0.2, 1000: 0.1}}
-    claim = check_scaling(rising)
-    assert claim.status == "reproduced" and claim.numbers["sizes_not_increasing"] == []
-    crossed = {**rising, 4: {250: 0.05, 1000: 0.005}}
-    assert check_scaling(crossed).numbers["sizes_not_increasing"] == [1000]
-    assert check_scaling(crossed).status == "not_reproduced"
-    assert check_scaling({2: rising[2]}).status == "not_run"
-    assert check_scaling({2: {250: 0.1}, 4: {1000: 0.2}}).status == "not_run"  # no common N
 
 
 def test_power_law_exponent() -> None:
@@ -238,7 +260,7 @@ def test_summary_without_runs_of_a_kind_leaves_its_claims_not_run() -> None:
                                   "d_data": {"true": 3, "twonn": 3.1, "mle": 2.9}}}
     histories = {"layers-clean-s0": pa.table({"step": [0, 10], "train_acc": [0.3, 1.0]})}
     summary = summarize(cfg, metrics, histories)
-    assert [c.status for c in summary.claims] == ["not_run"] * 5
+    assert [c.status for c in summary.claims] == ["not_run"] * 6
     assert summary.data["data"]["d_data"]["twonn"] == 3.1
     assert summary.table.num_rows == 2
 
@@ -324,8 +346,11 @@ def test_every_kind_of_run_end_to_end(tiny, tmp_path) -> None:
 
     metrics = {n: json.loads(dumps_json(r.metrics)) for n, r in results.items()}
     summary = summarize(cfg, metrics, {n: r.history for n, r in results.items()})
-    # every part has its runs, so every claim is decided (either way, at this size)
-    assert len(summary.claims) == 5 and all(c.status != "not_run" for c in summary.claims)
+    # every part has its runs, so every claim has its seed's statistic; one seed gives no
+    # interval, so none is decided
+    assert len(summary.claims) == 6 and all(c.status == "not_run" for c in summary.claims)
+    measured = {c.key: c.numbers["by_seed"]["0"] for c in summary.claims}
+    assert all(v is not None for k, v in measured.items() if k != "subspace"), measured
     assert set(summary.table.column("kind").to_pylist()) == {"estimate", "layers", "subspace",
                                                             "scaling"}
     data = json.loads(dumps_json(summary.data))  # as the report reads it back

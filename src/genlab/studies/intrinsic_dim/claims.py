@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
-from genlab.studies.claims import decide, declare
-from genlab.studies.intrinsic_dim.settings import NAME, IntrinsicDimConfig
+from genlab.studies.claims import decide, decide_units, declare
+from genlab.studies.intrinsic_dim.settings import NAME, IntrinsicDimClaims, IntrinsicDimConfig
 
 CITATIONS = {
     "twonn": "Facco, d'Errico, Rodriguez, Laio. Sci. Rep. 7, 12140 (2017).",
@@ -26,25 +26,33 @@ CITATIONS = {
                "generalization. ICLR 2024.",
 }
 
+CITATIONS["hunchback"] = CITATIONS["layers"]
+
+# Every claim is judged over seeds: each seed's estimate runs draw their own points, its layers
+# runs their own manifold and teacher, its subspace and scaling runs their own tasks.
 CLAIMS = declare(NAME, CITATIONS, {
     "twonn": ("TwoNN recovers the intrinsic dimension of synthetic manifolds",
-              "seed-mean TwoNN estimate within ±10% of d for every d ≤ 10, and within "
-              "[0.7d, 1.05d] for d = 20, on every embedding"),
+              "per seed, the largest miss of the window (±10% of d for d ≤ 10, [0.7d, 1.05d] "
+              "at d = 20) over every d and embedding, in units of d (≤ 0 inside every window)"),
     "mle": ("The MLE (MacKay-Ghahramani average) recovers the intrinsic dimension of synthetic "
             "manifolds",
-            "seed-mean MLE (k neighbours, divisor k - 1, inverse average) within ±10% of d for "
-            "every d ≤ 10, and within [0.7d, 1.05d] for d = 20, on every embedding"),
+            "per seed, the largest miss of the window over every d and embedding, in units of "
+            "d (MLE: k neighbours, divisor k - 1, inverse average)"),
     "layers": ("A network trained on true labels compresses its last hidden layer: its ID falls "
                "below the ID at initialisation and below that of a random-label network",
-               "seed-mean TwoNN ID of the last hidden layer (test inputs): trained on true "
-               "labels < the same model at init, and < trained on random labels"),
+               "per seed, the smaller of ID(init) − ID(true labels) and ID(random labels) − "
+               "ID(true labels), TwoNN on the last hidden layer (test inputs)"),
+    "hunchback": ("The ID of the representations first rises over the early layers, then falls "
+                  "(the hunchback)",
+                  "per seed, on the true-label net: the largest ID of the hidden layers before "
+                  "the last, minus the larger of the input's ID and the last hidden layer's"),
     "subspace": ("d_int90 is roughly width-invariant",
-                 "d_int90(widest) / d_int90(narrowest) ≤ 2.5 (each the median over seeds) "
-                 "while their parameter counts differ by ≥ 5x"),
+                 "per seed, the larger over the smaller d_int90 of the narrowest and the widest "
+                 "net (their parameter counts differ by ≥ 5x)"),
     "scaling": ("Test error at a fixed training-set size rises with the data's intrinsic "
                 "dimension",
-                "at every training-set size N, seed-mean test error strictly increases with "
-                "d_data"),
+                "per seed, the smallest rise of test error between adjacent d_data, over every "
+                "training-set size N"),
 })
 
 
@@ -58,72 +66,113 @@ def estimate_window(d: int) -> tuple[float, float] | None:
     return None
 
 
-def check_estimator(key: str, estimates: Mapping[str, Mapping[int, float]]) -> ClaimResult:
-    """``estimates``: embedding -> true d -> seed-mean estimate of this estimator."""
-    checked: dict[str, Any] = {}
-    for embedding, by_d in sorted(estimates.items()):
-        for d, value in sorted(by_d.items()):
+def window_miss(estimates: Mapping[str, Mapping[int, float]]) -> float | None:
+    """One seed's largest miss of the estimate windows (embedding -> d -> estimate), in units
+    of d: negative when every estimate is inside its window; None when no d is claimed."""
+    misses = []
+    for by_d in estimates.values():
+        for d, value in by_d.items():
             window = estimate_window(int(d))
             if window is not None:
-                checked[f"{embedding}_d{d}"] = {"estimate": value, "low": window[0],
-                                                "high": window[1],
-                                                "ok": window[0] <= value <= window[1]}
-    if not checked:
-        return decide(CLAIMS[key], None, {}, reason="no estimate at a claimed d (≤ 10 or 20)")
-    return decide(CLAIMS[key], [c["ok"] for c in checked.values()],
-                  {"checked": checked,
-                   "failed": sorted(name for name, c in checked.items() if not c["ok"])})
+                misses.append(max(window[0] - value, value - window[1]) / int(d))
+    return max(misses) if misses else None
 
 
-def check_layers(init: float | None, true: float | None, random: float | None) -> ClaimResult:
-    """Seed-mean last-hidden-layer IDs: at init, trained on true labels, on random labels."""
-    numbers = {"last_hidden_id_init": init, "last_hidden_id_true": true,
-               "last_hidden_id_random": random}
+def layer_drop(init: float | None, true: float | None, random: float | None) -> float | None:
+    """One seed's smaller drop of the last hidden layer's ID, true labels vs init and vs random
+    labels (None without all three)."""
     if init is None or true is None or random is None:
-        return decide(CLAIMS["layers"], None, numbers,
-                      reason="needs layers runs with true and random labels")
-    return decide(CLAIMS["layers"], true < init and true < random,
-                  {**numbers, "true_over_init": true / init, "true_over_random": true / random})
+        return None
+    return min(init - true, random - true)
 
 
-def check_subspace(per_width: Mapping[int, Mapping[str, Any]]) -> ClaimResult:
-    """``per_width``: width -> {"n_parameters", "d_int90" (None: not reached), "max_d"}."""
-    widths = sorted(per_width)
-    numbers: dict[str, Any] = {"d_int90_by_width": {w: per_width[w]["d_int90"] for w in widths},
-                               "n_parameters_by_width": {w: per_width[w]["n_parameters"]
-                                                         for w in widths}}
-    if len(widths) < 2:
-        return decide(CLAIMS["subspace"], None, numbers, reason="needs two widths")
-    narrow, wide = per_width[widths[0]], per_width[widths[-1]]
-    param_ratio = wide["n_parameters"] / narrow["n_parameters"]
-    numbers["param_ratio"] = param_ratio
-    if param_ratio < 5:
-        return decide(CLAIMS["subspace"], None, numbers,
-                      reason="the widths' parameter counts differ by < 5x")
-    missing = [w for w in (widths[0], widths[-1]) if per_width[w]["d_int90"] is None]
-    if missing:
-        top = max(per_width[w]["max_d"] or 0 for w in missing)
-        return decide(CLAIMS["subspace"], False, numbers,
-                      reason=f"no d in the sweep (up to {top}) reached the target at width "
-                             f"{missing}")
-    ratio = max(wide["d_int90"], narrow["d_int90"]) / min(wide["d_int90"], narrow["d_int90"])
-    numbers["d_int90_ratio"] = ratio
-    return decide(CLAIMS["subspace"], ratio <= 2.5, numbers)
+def hunchback(ids: Sequence[float]) -> float | None:
+    """One profile (input, hidden layers..., output): the largest ID of the hidden layers
+    before the last minus the larger of the input's ID and the last hidden layer's; None with
+    fewer than two hidden layers."""
+    hidden = list(ids[1:-1])
+    if len(hidden) < 2:
+        return None
+    return max(hidden[:-1]) - max(ids[0], hidden[-1])
 
 
-def check_scaling(mean_err: Mapping[int, Mapping[int, float]]) -> ClaimResult:
-    """``mean_err``: d_data -> N -> seed-mean test error."""
-    dims = sorted(mean_err)
-    sizes = sorted(set.intersection(*(set(mean_err[d]) for d in dims))) if dims else []
-    numbers: dict[str, Any] = {"test_err": {d: {n: mean_err[d][n] for n in sizes} for d in dims}}
+def d_int90_ratio(narrow: int | None, wide: int | None) -> float | None:
+    """The larger over the smaller d_int90 of two widths (None if either never reached it)."""
+    if narrow is None or wide is None:
+        return None
+    return max(narrow, wide) / min(narrow, wide)
+
+
+def smallest_rise(err: Mapping[int, Mapping[int, float]]) -> float | None:
+    """One seed's smallest rise of test error between adjacent d_data, over every common N
+    (d_data -> N -> error); None with fewer than two d_data at a common N."""
+    dims = sorted(err)
+    sizes = sorted(set.intersection(*(set(err[d]) for d in dims))) if dims else []
     if len(dims) < 2 or not sizes:
-        return decide(CLAIMS["scaling"], None, numbers,
-                      reason="needs ≥ 2 values of d_data at a common N")
-    failing = [n for n in sizes
-               if not all(mean_err[a][n] < mean_err[b][n]
-                          for a, b in zip(dims[:-1], dims[1:], strict=True))]
-    numbers["sizes_not_increasing"] = failing
-    return decide(CLAIMS["scaling"], not failing, numbers)
+        return None
+    return min(err[b][n] - err[a][n] for n in sizes
+               for a, b in zip(dims[:-1], dims[1:], strict=True))
+
+
+def _seeds(metrics: Mapping[str, Mapping[str, Any]], kind: str) -> dict[int, list[Mapping]]:
+    out: dict[int, list[Mapping[str, Any]]] = {}
+    for m in _by_kind(metrics, kind).values():
+        out.setdefault(int(m["seed"]), []).append(m)
+    return dict(sorted(out.items()))
+
+
+def check_claims(metrics: Mapping[str, Mapping[str, Any]], histories: Mapping[str, pa.Table],
+                 rules: IntrinsicDimClaims) -> list[ClaimResult]:
+    claims = []
+    per_seed: dict[str, dict[int, dict[str, dict[int, float]]]] = {"twonn": {}, "mle": {}}
+    for name, m in _by_kind(metrics, "estimate").items():
+        for row in histories[name].to_pylist():
+            if row["estimator"] in per_seed:
+                per_seed[row["estimator"]].setdefault(int(m["seed"]), {}).setdefault(
+                    m["embedding"], {})[int(row["d"])] = row["estimate"]
+    for key in ("twonn", "mle"):
+        claims.append(decide_units(CLAIMS[key], getattr(rules, key),
+                                   {seed: window_miss(est) for seed, est in
+                                    sorted(per_seed[key].items())}, {}))
+
+    drops, humps, profiles = {}, {}, {}
+    for seed, runs in _seeds(metrics, "layers").items():
+        by_labels = {m["labels"]: m for m in runs}
+        clean, random = by_labels.get("clean"), by_labels.get("random")
+        drops[seed] = layer_drop(clean and clean["last_hidden_id_init"],
+                                 clean and clean["last_hidden_id"],
+                                 random and random["last_hidden_id"])
+        humps[seed] = hunchback(clean["id_trained"]) if clean else None
+        profiles[str(seed)] = clean["id_trained"] if clean else None
+    claims.append(decide_units(CLAIMS["layers"], rules.layers, drops, {}))
+    claims.append(decide_units(CLAIMS["hunchback"], rules.hunchback, humps,
+                               {"id_trained_by_seed": profiles}))
+
+    ratios, unreached, param_ratio = {}, [], None
+    for seed, runs in _seeds(metrics, "subspace").items():
+        by_width = sorted(runs, key=lambda m: m["width"])
+        if len(by_width) < 2:
+            ratios[seed] = None
+            continue
+        narrow, wide = by_width[0], by_width[-1]
+        param_ratio = wide["n_parameters"] / narrow["n_parameters"]
+        ratios[seed] = d_int90_ratio(narrow["d_int90"], wide["d_int90"])
+        if ratios[seed] is None:
+            unreached.append(seed)
+    numbers = {"param_ratio": param_ratio, "seeds_that_never_reached_the_target": unreached}
+    if param_ratio is not None and param_ratio < 5:
+        claims.append(decide(CLAIMS["subspace"], None, numbers,
+                             reason="the widths' parameter counts differ by < 5x"))
+    else:
+        claims.append(decide_units(CLAIMS["subspace"], rules.subspace, ratios, numbers))
+
+    rises = {}
+    for seed, runs in _seeds(metrics, "scaling").items():
+        err = {int(m["d_data_true"]): {int(n): e for n, e in m["test_err_by_n"].items()}
+               for m in runs}
+        rises[seed] = smallest_rise(err)
+    claims.append(decide_units(CLAIMS["scaling"], rules.scaling, rises, {}))
+    return claims
 
 
 def power_law_exponent(sizes: Sequence[int], errors: Sequence[float],
@@ -256,15 +305,7 @@ def summarize(config: IntrinsicDimConfig, metrics: Mapping[str, Mapping[str, Any
     layers = _summarize_layers(metrics)
     subspace = _summarize_subspace(metrics, config.subspace.threshold)
     scaling = _summarize_scaling(metrics, config.scaling.n_test)
-    claims = [
-        check_estimator("twonn", estimates.get("twonn", {})),
-        check_estimator("mle", estimates.get("mle", {})),
-        check_layers(layers.get("clean", {}).get("last_hidden_id_init"),
-                     layers.get("clean", {}).get("last_hidden_id"),
-                     layers.get("random", {}).get("last_hidden_id")),
-        check_subspace(subspace),
-        check_scaling(scaling["mean_test_err"]),
-    ]
+    claims = check_claims(metrics, histories, config.claims)
     data = {"study": NAME,
             "data": {"true_intrinsic_dim": config.data.intrinsic_dim,
                      "ambient_dim": config.data.ambient_dim,

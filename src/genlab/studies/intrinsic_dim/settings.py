@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import ManifoldSettings, TeacherStudentSettings
-from genlab.settings import FrozenModel, MLPSettings, Seed, Slug, TrainSettings
+from genlab.settings import ClaimRule, FrozenModel, MLPSettings, Seed, Slug, TrainSettings
 from genlab.studies.entry import Resources, StudyEntry
 
 NAME = "intrinsic_dim"
@@ -166,6 +166,21 @@ IntrinsicDimRun = Annotated[EstimateRun | LayersRun | SubspaceRun | ScalingRun,
                             Field(discriminator="kind")]
 
 
+class IntrinsicDimClaims(FrozenModel):
+    """The rules the literature claims are judged by, over seeds (declared before the run)."""
+
+    twonn: ClaimRule = Field(description="Per seed, TwoNN's largest window miss / d.")
+    mle: ClaimRule = Field(description="Per seed, the MLE's largest window miss / d.")
+    layers: ClaimRule = Field(description="Per seed, min(ID init − ID true, ID random − ID "
+                              "true) of the last hidden layer.")
+    hunchback: ClaimRule = Field(description="Per seed, the largest early hidden-layer ID minus "
+                                 "max(input ID, last hidden ID).")
+    subspace: ClaimRule = Field(description="Per seed, max/min d_int90 of the narrowest and the "
+                                "widest net.")
+    scaling: ClaimRule = Field(description="Per seed, the smallest rise of test error between "
+                               "adjacent d_data.")
+
+
 class IntrinsicDimConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: ManifoldSettings = Field(description="The study's dataset (the layers part): a "
@@ -175,6 +190,7 @@ class IntrinsicDimConfig(FrozenModel):
     subspace: SubspaceSettings
     scaling: ScalingSettings
     label_sharpness: LabelSharpnessSettings = LabelSharpnessSettings()
+    claims: IntrinsicDimClaims
     analyses: AnalysesSettings = Field(
         default_factory=AnalysesSettings, description="Post-hoc analyses of the layers runs' "
         "trained MLPs on the loss each minimised (layers.train's, on the labels it was trained "
