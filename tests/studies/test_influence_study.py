@@ -17,7 +17,12 @@ from genlab.models.registry import MODELS, build_model
 from genlab.studies.influence.claims import check_claims, summarize
 from genlab.studies.influence.experiment import METHODS, SPEC
 from genlab.studies.influence.figures import figures
-from genlab.studies.influence.settings import InfluenceConfig, InfluenceRun, run_id
+from genlab.studies.influence.settings import (
+    InfluenceClaims,
+    InfluenceConfig,
+    InfluenceRun,
+    run_id,
+)
 
 CPU = torch.device("cpu")
 
@@ -31,6 +36,7 @@ def config(**changes) -> InfluenceConfig:
         "ground_truth": {"loo_points": 6, "loo_scratch_points": 2, "lds_subsets": 5,
                          "seed": 0},
         "shown_test_points": 1,
+        "claims": {"logistic_lds": ">= 0.8", "mlp_warm": ">= 0.8", "mlp_lds": ">= 0.3"},
         "runs": {"logistic-s0": {"model": "logistic", "seed": 0},
                  "mlp-s0": {"model": "mlp", "seed": 0}},
     }
@@ -74,45 +80,60 @@ def metrics(model: str, pearson: float, lds: float, random_lds: float = 0.0,
             "inverse_hvp": {"cg": {"min_cosine": 1.0}, "lissa": {"min_cosine": cosine}}}
 
 
+RULES = InfluenceClaims(logistic_lds=">= 0.8", mlp_warm=">= 0.8", mlp_lds=">= 0.3")
+
+
 def statuses(claims) -> list[str]:
     return [c.status for c in claims]
 
 
+def three(model: str, pearson: float, lds: float, **kw) -> dict:
+    """Three seeds of one model, their numbers a little apart."""
+    return {f"{model}-s{s}": metrics(model, pearson + 0.01 * s, lds + 0.01 * s, **kw)
+            for s in range(3)}
+
+
 def test_the_papers_picture_reproduces() -> None:
-    claims = check_claims({"logistic-s0": metrics("logistic", 0.999, 0.96),
-                           "mlp-s0": metrics("mlp", 0.91, 0.6)})
-    assert statuses(claims) == ["passed", "reproduced", "passed", "reproduced", "passed"]
+    claims = check_claims(three("logistic", 0.98, 0.95) | three("mlp", 0.91, 0.6), RULES)
+    assert [c.key for c in claims] == ["logistic_loo", "logistic_lds", "lds_random", "mlp_warm",
+                                       "mlp_lds", "solvers"]
+    assert statuses(claims) == ["passed", "reproduced", "passed", "reproduced", "reproduced",
+                                "passed"]
     assert [c.kind for c in claims] == ["control", "literature", "control", "literature",
-                                        "control"]
-    assert claims[0].numbers["mean_pearson"] == pytest.approx(0.999)
+                                        "literature", "control"]
+    assert claims[0].numbers["mean_pearson"] == pytest.approx(0.99)
+    assert claims[1].effect["n"] == 3 and claims[1].numbers["by_seed"]["1"] == 0.96
 
 
 def test_each_claim_can_fail() -> None:
-    claims = check_claims({"logistic-s0": metrics("logistic", 0.94, 0.79),
-                           "mlp-s0": metrics("mlp", 0.79, 0.6, cosine=0.98)})
-    assert statuses(claims) == ["failed", "not_reproduced", "passed", "not_reproduced", "failed"]
+    claims = check_claims(three("logistic", 0.92, 0.7) | three("mlp", 0.7, 0.1, cosine=0.98),
+                          RULES)
+    assert statuses(claims) == ["failed", "not_reproduced", "passed", "not_reproduced",
+                                "not_reproduced", "failed"]
     # random scores that correlate fail their control, whatever the exact LDS does
-    claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9, random_lds=-0.11),
-                           "mlp-s0": metrics("mlp", 0.9, 0.29)})
-    assert statuses(claims) == ["passed", "reproduced", "failed", "not_reproduced", "passed"]
+    claims = check_claims(three("logistic", 0.99, 0.9, random_lds=-0.11)
+                          | three("mlp", 0.9, 0.5), RULES)
+    assert statuses(claims)[2] == "failed"
 
 
-def test_the_mean_over_seeds_decides_and_nan_fails() -> None:
-    claims = check_claims({"logistic-s0": metrics("logistic", 0.99, 0.9),
-                           "logistic-s1": metrics("logistic", 0.93, 0.9)})
-    assert claims[0].status == "passed"  # mean 0.96
-    assert claims[0].numbers["pearson_by_run"] == {"logistic-s0": 0.99, "logistic-s1": 0.93}
-    claims = check_claims({"logistic-s0": metrics("logistic", math.nan, 0.9)})
-    assert claims[0].status == "failed"
+def test_seeds_that_straddle_the_rule_are_inconclusive_and_nan_is_left_out() -> None:
+    runs = {"logistic-s0": metrics("logistic", 0.99, 0.95),
+            "logistic-s1": metrics("logistic", 0.99, 0.6),
+            "logistic-s2": metrics("logistic", 0.99, 0.9)}
+    assert check_claims(runs, RULES)[1].status == "inconclusive"
+    runs["logistic-s2"] = metrics("logistic", math.nan, math.nan)
+    lds = check_claims(runs, RULES)[1]
+    assert lds.effect["n"] == 2 and lds.numbers["by_seed"]["2"] is not None
+    assert check_claims(runs, RULES)[0].status == "failed"  # NaN fails the control's mean
 
 
 def test_missing_or_unconverged_models_are_not_run() -> None:
-    claims = check_claims({"mlp-s0": metrics("mlp", 0.9, 0.5),
-                           "logistic-s0": {"model": "logistic", "seed": 0,
-                                           "status": "not_converged"}})
-    assert statuses(claims) == ["not_run", "not_run", "not_run", "reproduced", "passed"]
+    claims = check_claims(three("mlp", 0.9, 0.5) | {
+        "logistic-s0": {"model": "logistic", "seed": 0, "status": "not_converged"}}, RULES)
+    assert statuses(claims) == ["not_run", "not_run", "not_run", "reproduced", "reproduced",
+                                "passed"]
     assert claims[0].numbers["skipped"] == ["logistic-s0"]
-    assert statuses(check_claims({})) == ["not_run"] * 5
+    assert statuses(check_claims({}, RULES)) == ["not_run"] * 6
 
 
 # ------------------------------------------------------------------------------- real runs
@@ -157,7 +178,9 @@ def test_tiny_runs_end_to_end() -> None:
 
     metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
     summary = summarize(cfg, metrics, {k: r.history for k, r in results.items()})
-    assert len(summary.claims) == 5 and all(c.status != "not_run" for c in summary.claims)
+    assert len(summary.claims) == 6
+    # the controls are decided; one seed gives the literature claims no interval
+    assert all((c.status == "not_run") == (c.kind == "literature") for c in summary.claims)
     assert summary.table.num_rows == 2 * len(METHODS)
     assert isinstance(summary.table, pa.Table)
     data = json.loads(dumps_json(summary.data))

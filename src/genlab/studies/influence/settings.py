@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
-from genlab.settings import FrozenModel, Seed, Slug
+from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
 from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
 
@@ -69,6 +69,15 @@ class InfluenceRun(FrozenModel):
                        "from scratch).")
 
 
+class InfluenceClaims(FrozenModel):
+    """The rules the literature claims are judged by, over seeds (declared before the run)."""
+
+    logistic_lds: ClaimRule = Field(description="Per seed, LDS of exact influence (logistic).")
+    mlp_warm: ClaimRule = Field(description="Per seed, Pearson of exact GGN influence with the "
+                                "warm-started leave-one-out change (MLP).")
+    mlp_lds: ClaimRule = Field(description="Per seed, LDS of exact GGN influence (MLP).")
+
+
 class InfluenceConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: LogisticTeacherSettings
@@ -77,6 +86,7 @@ class InfluenceConfig(FrozenModel):
     fit: FitSettings = FitSettings()
     methods: MethodSettings = MethodSettings()
     ground_truth: GroundTruthSettings
+    claims: InfluenceClaims
     shown_test_points: int = Field(3, ge=0, le=100, description="Test points (the highest test "
                                    "losses) whose top proponents and opponents the report shows.")
     # read by the aggregate stage alone: the train stages do not track it (cli.stage_settings)
