@@ -24,7 +24,12 @@ from genlab.studies.mislabel_detection.experiment import (
     roc_auc,
 )
 from genlab.studies.mislabel_detection.figures import figures
-from genlab.studies.mislabel_detection.settings import MislabelConfig, MislabelRun, run_id
+from genlab.studies.mislabel_detection.settings import (
+    MislabelClaims,
+    MislabelConfig,
+    MislabelRun,
+    run_id,
+)
 
 CPU = torch.device("cpu")
 
@@ -35,6 +40,7 @@ def config(**changes) -> MislabelConfig:
                  "n_test": 50, "seed": 0},
         "logistic": {"l2": 0.01},
         "mlp": {"hidden": [16], "activation": "tanh", "l2": 0.001},
+        "claims": {"self_influence_logistic": ">= 0.85", "self_influence_mlp": ">= 0.85"},
         "runs": {"logistic-s0": {"model": "logistic", "seed": 0},
                  "mlp-s0": {"model": "mlp", "seed": 0}},
     }
@@ -76,35 +82,45 @@ def test_the_generator_flips_exactly_and_records_which() -> None:
 # --------------------------------------------------------------------------- claim decisions
 
 
+RULES = MislabelClaims(self_influence_logistic=">= 0.85", self_influence_mlp=">= 0.85")
+
+
 def metrics(model: str, exact: float, random: float = 0.5, interpolates: bool = True,
-            loss: float = 0.9) -> dict:
+            loss: float = 0.9, seed: int = 0) -> dict:
     aucs = {"exact": exact, "ekfac": 0.8, "grad_dot": 0.8, "loss": loss, "random": random}
-    return {"model": model, "seed": 0, "status": "converged", "interpolates": interpolates,
+    return {"model": model, "seed": seed, "status": "converged", "interpolates": interpolates,
             "train_acc": 1.0 if interpolates else 0.95,
             "methods": {name: {"auc": aucs[name]} for name in METHODS}}
 
 
+def three(model: str, exact: float, **kw) -> dict:
+    return {f"{model}-s{s}": metrics(model, exact + 0.005 * s, seed=s, **kw) for s in range(3)}
+
+
+def statuses(runs: dict) -> list[str]:
+    return [c.status for c in check_claims(runs, RULES)]
+
+
 def test_claims_reproduce_fail_and_are_not_run() -> None:
-    good = {"logistic-s0": metrics("logistic", 0.97), "mlp-s0": metrics("mlp", 0.93)}
-    claims = check_claims(good)
-    assert [c.status for c in claims] == ["reproduced", "passed"]
-    assert [c.kind for c in claims] == ["literature", "control"]
-    assert claims[0].numbers["mlp"]["mean_exact_minus_loss"] == pytest.approx(0.03)
-    bad = {"logistic-s0": metrics("logistic", 0.97, 0.35), "mlp-s0": metrics("mlp", 0.84, 0.4)}
-    assert [c.status for c in check_claims(bad)] == ["not_reproduced", "failed"]
+    good = three("logistic", 0.97) | three("mlp", 0.93)
+    claims = check_claims(good, RULES)
+    assert [c.key for c in claims] == ["self_influence_logistic", "self_influence_mlp", "random"]
+    assert [c.status for c in claims] == ["reproduced", "reproduced", "passed"]
+    assert [c.kind for c in claims] == ["literature", "literature", "control"]
+    assert claims[1].numbers["mean_exact_minus_loss"] == pytest.approx(0.035)
+    bad = three("logistic", 0.8, random=0.35) | three("mlp", 0.7, random=0.4)
+    assert statuses(bad) == ["not_reproduced", "not_reproduced", "failed"]
     # the random ranking is judged on its mean over runs: one unlucky draw does not fail it
     lucky = {"logistic-s0": metrics("logistic", 0.97, 0.39), "mlp-s0": metrics("mlp", 0.9, 0.55)}
-    assert check_claims(lucky)[1].status == "passed"
-    assert check_claims(lucky)[1].numbers["mean_auc_random"] == pytest.approx(0.47)
-    assert check_claims({**good, "mlp-s1": metrics("mlp", math.nan)})[0].status == \
-        "not_reproduced"
-    unfitted = {"logistic-s0": metrics("logistic", 0.97),
-                "mlp-s0": metrics("mlp", 0.99, interpolates=False)}
-    claim = check_claims(unfitted)[0]
-    assert claim.status == "not_run" and claim.numbers["not_interpolating"] == ["mlp-s0"]
-    assert [c.status for c in check_claims({"logistic-s0": metrics("logistic", 0.97)})] == \
-        ["not_run", "passed"]
-    assert [c.status for c in check_claims({})] == ["not_run", "not_run"]
+    assert check_claims(lucky, RULES)[2].status == "passed"
+    assert check_claims(lucky, RULES)[2].numbers["mean_auc_random"] == pytest.approx(0.47)
+    # a seed whose MLP did not memorise the flips is left out and named
+    unfitted = good | {"mlp-s1": metrics("mlp", 0.99, interpolates=False, seed=1)}
+    claim = check_claims(unfitted, RULES)[1]
+    assert claim.effect["n"] == 2 and claim.numbers["not_interpolating"] == ["mlp-s1"]
+    assert statuses({"logistic-s0": metrics("logistic", 0.97)}) == ["not_run", "not_run",
+                                                                    "passed"]
+    assert statuses({}) == ["not_run", "not_run", "not_run"]
 
 
 # ------------------------------------------------------------------------------- real runs
@@ -132,7 +148,8 @@ def test_tiny_runs_end_to_end() -> None:
         assert sum(history.column("flipped").to_pylist()) == 6 * len(METHODS)
     metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
     summary = summarize(cfg, metrics, {k: r.history for k, r in results.items()})
-    assert len(summary.claims) == 2 and summary.claims[0].status != "not_run"
+    assert len(summary.claims) == 3 and summary.claims[2].status != "not_run"
+    assert summary.claims[0].numbers["by_seed"]["0"] is not None  # one seed: no interval yet
     assert summary.table.num_rows == 2 * len(METHODS) * len(CHECKED)
     drawn = figures(json.loads(dumps_json(summary.data)), summary.table)
     assert len(drawn) == 1 and len(drawn[0][1].axes) == 2

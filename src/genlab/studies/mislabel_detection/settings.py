@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
-from genlab.settings import FrozenModel, Seed, Slug
+from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
 from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
 
@@ -31,6 +31,15 @@ class MislabelRun(FrozenModel):
     seed: Seed = Field(description="Seed of the initialisation.")
 
 
+class MislabelClaims(FrozenModel):
+    """The rules the literature claims are judged by, over seeds (declared before the run)."""
+
+    self_influence_logistic: ClaimRule = Field(description="Per seed, the AUC of exact "
+                                               "self-influence for the flips (logistic).")
+    self_influence_mlp: ClaimRule = Field(description="Per seed, the AUC of exact GGN "
+                                          "self-influence for the flips (interpolating MLP).")
+
+
 class MislabelConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: LogisticTeacherSettings
@@ -38,6 +47,7 @@ class MislabelConfig(FrozenModel):
     mlp: BinaryMLPSettings
     fit: FitSettings = FitSettings()
     methods: SelfInfluenceSettings = SelfInfluenceSettings()
+    claims: MislabelClaims
     analyses: AnalysesSettings = Field(
         default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
         "model on its data loss (the binary cross-entropy of the labels it was fitted to, flips "
