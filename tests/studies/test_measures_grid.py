@@ -22,11 +22,17 @@ from genlab.studies.measures_grid.claims import (
     JIANG_MEASURES,
     check_claims,
     measure_value,
+    seed_statistics,
     summarize,
 )
 from genlab.studies.measures_grid.experiment import SPEC, ensemble_groups, grid_runs
 from genlab.studies.measures_grid.figures import figures
-from genlab.studies.measures_grid.settings import MeasuresGridConfig, MeasuresGridRun, run_id
+from genlab.studies.measures_grid.settings import (
+    MeasuresGridClaims,
+    MeasuresGridConfig,
+    MeasuresGridRun,
+    run_id,
+)
 
 DATA = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
         "n_train": 60, "n_test": 100, "seed": 1}
@@ -39,6 +45,7 @@ CHEAP = {"sigma_samples": 2, "sigma_depth": 4, "alpha_steps": 2, "alpha_depth": 
 
 def config(runs: dict[str, MeasuresGridRun], **changes) -> MeasuresGridConfig:
     return MeasuresGridConfig(**{"data": DATA, "recipe": RECIPE, "measures": CHEAP,
+                                 "claims": {"flatness_top": "<= 1", "spectral_negative": "< 0"},
                                  "runs": runs, **changes})
 
 
@@ -215,43 +222,59 @@ OTHERS = {m: 0.1 * i for i, m in enumerate(
                                             "prod_of_spec")])}  # 22 measures, Ψ 0 … 2.1
 
 
+RULES = MeasuresGridClaims(flatness_top="<= 1", spectral_negative="< 0")
+
+
+def judged(psi: dict[str, float], tau: dict[str, float] | None = None, n_included: int = 30,
+           seeds: int = 3):
+    """The claims over ``seeds`` seeds whose rankings are these rows, τ a little apart."""
+    per_seed = {}
+    for seed in range(seeds):
+        shifted = {k: v - 0.01 * seed for k, v in (tau or {}).items()}
+        per_seed[seed] = seed_statistics(rows(psi, shifted), n_included)
+    return check_claims(per_seed, RULES)
+
+
 def test_claims_reproduced_on_the_papers_outcome() -> None:
-    claims = check_claims(rows({**OTHERS, "pacbayes_mag_flatness": 5.0, "pacbayes_flatness": 0.0,
-                                "prod_of_spec": -0.3}, {"prod_of_spec": -0.4}), n_included=30)
+    claims = judged({**OTHERS, "pacbayes_mag_flatness": 5.0, "pacbayes_flatness": 0.0,
+                     "prod_of_spec": -0.3}, {"prod_of_spec": -0.4})
     assert [c.status for c in claims] == ["reproduced", "reproduced"]
-    (flat, _) = claims
-    assert flat.numbers["measure"] == "pacbayes_mag_flatness"
-    assert flat.numbers["rank_by_psi"] == 1 and flat.numbers["n_ranked"] == 25
-    assert flat.numbers["top_third_cutoff"] == 9
+    (flat, spec) = claims
+    detail = flat.numbers["by_seed_detail"]["0"]
+    assert detail["flatness_measure"] == "pacbayes_mag_flatness"
+    assert detail["flatness_rank"] == 1 and detail["n_ranked"] == 25
+    assert flat.numbers["by_seed"]["0"] == pytest.approx(1 / 9)  # rank 1 of cutoff ⌈25/3⌉
+    assert spec.effect["n"] == 3
 
 
 def test_each_claim_can_fail() -> None:
     # the flatness measures rank 10th and below among 25, prod_of_spec has τ > 0
-    claims = check_claims(rows({**OTHERS, "pacbayes_mag_flatness": 1.25, "pacbayes_flatness": 0.0,
-                                "prod_of_spec": 0.5}, {"prod_of_spec": 0.2}), n_included=30)
+    claims = judged({**OTHERS, "pacbayes_mag_flatness": 1.25, "pacbayes_flatness": 0.0,
+                     "prod_of_spec": 0.5}, {"prod_of_spec": 0.2})
     assert status(claims, "Sharpness") == "not_reproduced"
     assert status(claims, "spectral") == "not_reproduced"
 
 
 def test_a_negative_psi_fails_even_at_the_top() -> None:
     negative = {m: -1.0 for m in OTHERS}
-    claims = check_claims(rows({**negative, "pacbayes_mag_flatness": -0.1,
-                                "prod_of_spec": -1.0}), n_included=30)
+    claims = judged({**negative, "pacbayes_mag_flatness": -0.1, "prod_of_spec": -1.0})
     assert status(claims, "Sharpness") == "not_reproduced"
 
 
 def test_measures_outside_the_paper_do_not_push_flatness_down() -> None:
     extra = {f"nc{i}": 10.0 for i in range(30)}  # not among Jiang et al.'s measures
-    claims = check_claims(rows({**OTHERS, **extra, "pacbayes_mag_flatness": 5.0,
-                                "prod_of_spec": -0.3}, {"prod_of_spec": -0.4}), n_included=30)
+    claims = judged({**OTHERS, **extra, "pacbayes_mag_flatness": 5.0, "prod_of_spec": -0.3},
+                    {"prod_of_spec": -0.4})
     assert status(claims, "Sharpness") == "reproduced"
 
 
-def test_too_few_models_or_missing_measures_are_not_run() -> None:
-    assert {c.status for c in check_claims(rows(OTHERS), n_included=3)} == {"not_run"}
-    claims = check_claims(rows({**OTHERS, "pacbayes_flatness": math.nan,
-                                "prod_of_spec": 0.1}, {"prod_of_spec": math.nan}),
-                          n_included=30)
+def test_too_few_models_one_seed_or_missing_measures_are_not_run() -> None:
+    assert {c.status for c in judged(OTHERS, n_included=3)} == {"not_run"}
+    assert {c.status for c in judged({**OTHERS, "pacbayes_mag_flatness": 5.0,
+                                      "prod_of_spec": -0.3}, {"prod_of_spec": -0.4},
+                                     seeds=1)} == {"not_run"}
+    claims = judged({**OTHERS, "pacbayes_flatness": math.nan, "prod_of_spec": 0.1},
+                    {"prod_of_spec": math.nan})
     assert status(claims, "Sharpness") == "not_run"
     assert status(claims, "spectral") == "not_run"
 

@@ -17,8 +17,13 @@ from genlab.analyses.measures.ranking import (
 )
 from genlab.analyses.measures.registry import MEASURES
 from genlab.studies.base import ClaimResult, Summary
-from genlab.studies.claims import decide, declare
-from genlab.studies.measures_grid.settings import CITATION, NAME, MeasuresGridConfig
+from genlab.studies.claims import decide_units, declare
+from genlab.studies.measures_grid.settings import (
+    CITATION,
+    NAME,
+    MeasuresGridClaims,
+    MeasuresGridConfig,
+)
 
 HYPERPARAMETERS = ("depth", "width", "lr", "batch_size", "weight_decay")
 """The grid's axes: Ψ and the CMI score condition on those that take two or more values."""
@@ -38,11 +43,13 @@ CLAIMS = declare(NAME, CITATION, {
     "flatness_top": (
         "Sharpness-based measures predict the gap best: the PAC-Bayes flatness 1/σ′² (plain or "
         "magnitude-aware) is among the top measures by granulated Kendall Ψ",
-        "the better of pacbayes_flatness and pacbayes_mag_flatness by Ψ has Ψ > 0 and ranks in "
-        "the top third (rounded up) of Jiang et al.'s measures with a defined Ψ, ordered by Ψ"),
+        "per seed (its own teacher task and grid of models), the Ψ-rank of the better of "
+        "pacbayes_flatness and pacbayes_mag_flatness among Jiang et al.'s measures with a "
+        "defined Ψ, over the top-third cutoff ⌈n/3⌉ (≤ 1: in the top third; a Ψ ≤ 0 counts "
+        "as ranked last)"),
     "spectral_negative": (
         "The product of spectral norms correlates negatively with the generalization gap",
-        "Kendall τ of prod_of_spec with the gap < 0 over the included models"),
+        "per seed, Kendall τ of prod_of_spec with the gap over the seed's included models"),
 })
 """What Jiang et al. (2020) report, as notes/science.md section 6 summarises it (a paraphrase:
 the paper's own wording could not be checked here): the best performers are the PAC-Bayes
@@ -99,65 +106,80 @@ def ranking_rows(values: Mapping[str, np.ndarray], gap: np.ndarray,
         r["oriented_psi"], nan=0.0), r["measure"]))
 
 
-def check_claims(rows: Sequence[Mapping[str, Any]], n_included: int) -> list[ClaimResult]:
-    """Decide each claim from the ranking rows (:func:`ranking_rows`) of ``n_included``
-    models."""
+def seed_statistics(rows: Sequence[Mapping[str, Any]],
+                    n_included: int) -> dict[str, Any]:
+    """One seed's statistic for each claim from its ranking rows (:func:`ranking_rows`), with
+    the numbers behind them; a statistic is None where it is undefined."""
     by_name = {r["measure"]: r for r in rows}
-    claims = []
     if n_included < MIN_MODELS:
-        reason = f"{n_included} included models (< {MIN_MODELS})"
-        return [decide(c, None, {"n_included": n_included}, reason=reason)
-                for c in CLAIMS.values()]
-
+        return {"flatness_top": None, "spectral_negative": None, "n_included": n_included}
     ranked = [r for r in rows
               if r["measure"] in JIANG_MEASURES and not math.isnan(r["oriented_psi"])]
     ranked.sort(key=lambda r: -r["oriented_psi"])
     candidates = [by_name[m] for m in FLATNESS
                   if m in by_name and not math.isnan(by_name[m]["oriented_psi"])]
-    if not candidates:
-        claims.append(decide(CLAIMS["flatness_top"], None, {},
-                             reason="neither PAC-Bayes flatness measure has a defined Ψ"))
-    else:
+    out: dict[str, Any] = {"n_included": n_included, "flatness_top": None,
+                           "spectral_negative": None}
+    if candidates:
         best = max(candidates, key=lambda r: r["oriented_psi"])
         position = 1 + [r["measure"] for r in ranked].index(best["measure"])
         cutoff = math.ceil(len(ranked) / 3)
-        ok = best["oriented_psi"] > 0 and position <= cutoff
-        claims.append(decide(CLAIMS["flatness_top"], ok, {
-            "measure": best["measure"], "psi": best["psi"], "tau": best["tau"],
-            "rank_by_psi": position, "n_ranked": len(ranked), "top_third_cutoff": cutoff,
-            "psi_by_measure": {m: by_name[m]["psi"] for m in FLATNESS if m in by_name},
-            "n_included": n_included}))
-
+        # a Ψ <= 0 does not predict the gap at all: it counts as ranked below every measure
+        effective = position if best["oriented_psi"] > 0 else len(ranked) + 1
+        out |= {"flatness_top": effective / cutoff, "flatness_measure": best["measure"],
+                "flatness_psi": best["psi"], "flatness_rank": position, "n_ranked": len(ranked)}
     spec = by_name.get("prod_of_spec")
-    if spec is None or math.isnan(spec["tau"]):
-        claims.append(decide(CLAIMS["spectral_negative"], None, {},
-                             reason="prod_of_spec has no defined τ"))
-    else:
-        claims.append(decide(CLAIMS["spectral_negative"], spec["tau"] < 0,
-                             {"tau": spec["tau"], "psi": spec["psi"],
-                              "n_models": spec["n_models"], "n_included": n_included}))
-    return claims
+    if spec is not None and not math.isnan(spec["tau"]):
+        out["spectral_negative"] = spec["tau"]
+    return out
 
 
-def summarize(config: MeasuresGridConfig, metrics: Mapping[str, Mapping[str, Any]],
-              histories: Mapping[str, pa.Table]) -> Summary:
-    """Exclude the runs that did not reach the training-accuracy threshold (counted by status),
-    rank every measure over the rest, check the claims. The table is the ranking, one row per
-    measure; ``data["runs"]`` keeps each run's gap and measures for the scatter plots."""
-    names = sorted(metrics)
+def check_claims(per_seed: Mapping[int, Mapping[str, Any]],
+                 rules: MeasuresGridClaims) -> list[ClaimResult]:
+    """Decide each claim from every seed's statistics (:func:`seed_statistics`)."""
+    details = {str(seed): {k: v for k, v in stats.items() if k not in CLAIMS}
+               for seed, stats in per_seed.items()}
+    return [decide_units(CLAIMS[key], getattr(rules, key),
+                         {seed: stats[key] for seed, stats in per_seed.items()},
+                         {"by_seed_detail": details, "min_models": MIN_MODELS})
+            for key in CLAIMS]
+
+
+def _ranking(metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]
+             ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray], list[str]]:
+    """The ranking rows of the included runs among ``names``, the hyperparameters they vary,
+    and the included names."""
     included = [n for n in names if metrics[n]["included"]]
-    excluded: dict[str, int] = {}
-    for n in names:
-        if not metrics[n]["included"]:
-            excluded[metrics[n]["status"]] = excluded.get(metrics[n]["status"], 0) + 1
     measure_names = sorted({m for n in names for m in metrics[n]["measures"]})
     gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
     values = {m: np.array([measure_value(metrics[n]["measures"].get(m)) for n in included],
                           dtype=np.float64) for m in measure_names}
     varied = {h: np.array([metrics[n][h] for n in included]) for h in HYPERPARAMETERS
               if len({metrics[n][h] for n in included}) > 1}
-    rows = ranking_rows(values, gap, varied)
-    claims = check_claims(rows, len(included))
+    return ranking_rows(values, gap, varied), varied, included
+
+
+def summarize(config: MeasuresGridConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
+    """Exclude the runs that did not reach the training-accuracy threshold (counted by status),
+    rank every measure over the rest (pooled over seeds, for the report), and judge the claims
+    on each seed's own ranking. The table is the pooled ranking, one row per measure;
+    ``data["runs"]`` keeps each run's gap and measures for the scatter plots."""
+    names = sorted(metrics)
+    included = [n for n in names if metrics[n]["included"]]
+    excluded: dict[str, int] = {}
+    for n in names:
+        if not metrics[n]["included"]:
+            excluded[metrics[n]["status"]] = excluded.get(metrics[n]["status"], 0) + 1
+    rows, varied, _ = _ranking(metrics, names)
+    gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
+    seeds = sorted({int(metrics[n]["seed"]) for n in names})
+    per_seed = {}
+    for seed in seeds:
+        mine = [n for n in names if int(metrics[n]["seed"]) == seed]
+        seed_rows, _, seed_included = _ranking(metrics, mine)
+        per_seed[seed] = seed_statistics(seed_rows, len(seed_included))
+    claims = check_claims(per_seed, config.claims)
     table = pa.Table.from_pylist(rows) if rows else pa.table({"measure": pa.array([], pa.string())})
     data = {
         "study": NAME, "n_runs": len(names), "n_included": len(included),

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import TeacherStudentSettings
-from genlab.settings import FrozenModel, Seed, Slug, format_float_slug
+from genlab.settings import ClaimRule, FrozenModel, Seed, Slug, format_float_slug
 from genlab.studies.entry import Resources, StudyEntry
 
 NAME = "measures_grid"
@@ -68,11 +68,23 @@ class MeasuresBlock(FrozenModel):
                        "every model (common random numbers).")
 
 
+class MeasuresGridClaims(FrozenModel):
+    """The rules the literature claims are judged by, over seeds (declared before the run)."""
+
+    flatness_top: ClaimRule = Field(description="Per seed, the better PAC-Bayes flatness "
+                                    "measure's Ψ-rank over the top-third cutoff ⌈n/3⌉.")
+    spectral_negative: ClaimRule = Field(description="Per seed, Kendall τ of the product of "
+                                         "spectral norms with the gap.")
+
+
 class MeasuresGridConfig(FrozenModel):
     description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings = Field(description="The task, the same for every model.")
+    data: TeacherStudentSettings = Field(description="The task: each seed draws its own "
+                                         "teacher and data from it (genlab.data.draws), the "
+                                         "same for every model of that seed.")
     recipe: GridRecipe
     measures: MeasuresBlock
+    claims: MeasuresGridClaims
     analyses: AnalysesSettings = Field(
         default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
         "model on the loss it minimised (the cross-entropy of the teacher's labels); none unless "
