@@ -18,6 +18,7 @@ from genlab.studies.neural_collapse.experiment import (
     train_settings,
 )
 from genlab.studies.neural_collapse.settings import (
+    CollapseClaims,
     CollapseConfig,
     CollapseRecipe,
     CollapseRun,
@@ -25,7 +26,7 @@ from genlab.studies.neural_collapse.settings import (
 )
 from tests_support import broken, held
 
-CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2_angle")
+CLAIM_ORDER = ("nc1", "nc3", "nc4", "nc2")
 
 
 def rows(acc: list[float], nc1: list[float], nc3: list[float], nc4: float = 0.0,
@@ -43,22 +44,28 @@ def rows(acc: list[float], nc1: list[float], nc3: list[float], nc4: float = 0.0,
 
 
 def metrics(history: list[dict], seed: int = 0, status: str = "budget",
-            n_classes: int = 4) -> dict:
-    return {"seed": seed, "status": status, "diverged_step": None, "n_classes": n_classes,
-            **terminal_phase_statistics(history)}
+            n_classes: int = 4, scale: float = 2.0) -> dict:
+    return {"seed": seed, "mean_scale": scale, "status": status, "diverged_step": None,
+            "n_classes": n_classes, **terminal_phase_statistics(history)}
 
 
 FIT = [0.5, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # the TPT starts at step 200: 6 tracked steps
 FALLING = [0.9, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1]
+COLLAPSING = [0.9, 0.5, 0.4, 0.1, 0.05, 0.02, 0.01, 0.003]  # two orders of magnitude in the TPT
+RULES = CollapseClaims(nc1=">= 1", nc3="<= -0.9", nc2="> 0")
 
 
 def statuses(m: dict[str, dict]) -> dict[str, str]:
-    return dict(zip(CLAIM_ORDER, (c.status for c in check_claims(m)), strict=True))
+    return dict(zip(CLAIM_ORDER, (c.status for c in check_claims(m, RULES)), strict=True))
+
+
+def seeds(history: list[dict], n: int = 3, **kw) -> dict[str, dict]:
+    return {f"s{k}": metrics(history, seed=k, **kw) for k in range(n)}
 
 
 def test_registered_with_canonical_run_ids() -> None:
     assert load_study("neural_collapse") is SPEC
-    assert run_id(CollapseRun(seed=3)) == "s3"
+    assert run_id(CollapseRun(mean_scale=1.0, seed=3)) == "m1-s3"
 
 
 def test_terminal_phase_starts_at_the_first_step_at_full_accuracy() -> None:
@@ -79,39 +86,44 @@ def test_spearman_is_over_the_terminal_phase_only() -> None:
 
 
 def test_the_papers_picture_reproduces_every_claim() -> None:
-    m = {"s0": metrics(rows(FIT, FALLING, FALLING, nc4=0.0, cosine=-0.325)),
-         "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.01, cosine=-0.35), seed=1)}
+    m = seeds(rows(FIT, COLLAPSING, FALLING, nc4=0.0, cosine=-0.325))
+    m["s1"] = metrics(rows(FIT, COLLAPSING[:-1] + [0.002], FALLING, nc4=0.01), seed=1)
     assert statuses(m) == {k: held(CLAIMS[k]) for k in CLAIM_ORDER}
+    nc1 = check_claims(m, RULES)[0]
+    assert nc1.condition == "spread=2" and nc1.effect["n"] == 3
+    assert nc1.numbers["by_seed"]["0"] == pytest.approx(math.log10(0.4 / 0.003))
+
+
+def test_a_fall_short_of_an_order_of_magnitude_does_not_reproduce_nc1() -> None:
+    # NC1 0.4 -> 0.1 over the terminal phase: a steady fall, but not the collapse claimed
+    assert statuses(seeds(rows(FIT, FALLING, FALLING)))["nc1"] == "not_reproduced"
 
 
 @pytest.mark.parametrize(("history", "failing"), [
-    # NC1 flat then rising in the TPT: Spearman > -0.9
-    (rows(FIT, FALLING[:3] + [0.3, 0.3, 0.32, 0.31, 0.35], FALLING), {"nc1"}),
-    (rows(FIT, FALLING, FALLING[:3] + [0.45, 0.42, 0.5, 0.48, 0.5]), {"nc3"}),
-    (rows(FIT, FALLING, FALLING, nc4=0.011), {"nc4"}),
-    (rows(FIT, FALLING, FALLING, cosine=-1 / 3 + 0.021), {"nc2_angle"}),
-    (rows(FIT, FALLING, FALLING, cosine=-1 / 3 - 0.021), {"nc2_angle"}),
-    # the mean cosine on target, but the cosines no more equal at the end than at the TPT start
-    (rows(FIT, FALLING, FALLING, spread=[0.4, 0.3, 0.2, 0.1, 0.15, 0.1, 0.2, 0.2]),
-     {"nc2_angle"}),
+    (rows(FIT, COLLAPSING, FALLING[:3] + [0.45, 0.42, 0.5, 0.48, 0.5]), {"nc3"}),
+    (rows(FIT, COLLAPSING, FALLING, nc4=0.011), {"nc4"}),
+    # the cosines no more equal at the end than at the TPT start
+    (rows(FIT, COLLAPSING, FALLING, spread=[0.4, 0.3, 0.2, 0.1, 0.15, 0.1, 0.2, 0.25]), {"nc2"}),
 ])
 def test_each_claim_can_fail(history: list[dict], failing: set[str]) -> None:
-    # one good run and one run that fails a single criterion: that claim, and only it, fails
-    m = {"s0": metrics(rows(FIT, FALLING, FALLING)), "s1": metrics(history, seed=1)}
+    m = seeds(history)
     assert statuses(m) == {k: broken(CLAIMS[k]) if k in failing else held(CLAIMS[k])
                            for k in CLAIM_ORDER}
 
 
-def test_the_angle_target_follows_the_number_of_classes() -> None:
-    m = {"s0": metrics(rows(FIT, FALLING, FALLING, cosine=-0.1), n_classes=11)}
-    assert statuses(m)["nc2_angle"] == "reproduced"
-    (angle,) = [c for c in check_claims(m) if c.claim.startswith("NC2")]
-    assert angle.numbers["seed=0"]["target"] == pytest.approx(-0.1)
+def test_each_spread_gets_its_own_entries() -> None:
+    m = seeds(rows(FIT, COLLAPSING, FALLING)) | {
+        f"m1-{k}": metrics(rows(FIT, COLLAPSING, [0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55]),
+                           seed=k, scale=1.0) for k in range(3)}
+    claims = check_claims(m, RULES)
+    assert [(c.key, c.condition) for c in claims[:2]] == [("nc1", "spread=1"),
+                                                           ("nc1", "spread=2")]
+    nc3 = {c.condition: c.status for c in claims if c.key == "nc3"}
+    assert nc3 == {"spread=1": "not_reproduced", "spread=2": "reproduced"}
 
 
 def test_never_fitting_leaves_every_claim_not_run_with_the_reason() -> None:
-    m = {"s0": metrics(rows([0.5] * 8, FALLING, FALLING))}
-    claims = check_claims(m)
+    claims = check_claims(seeds(rows([0.5] * 8, FALLING, FALLING)), RULES)
     assert [c.status for c in claims] == ["not_run"] * 4
     assert all(c.numbers["not_checked"]["seed=0"] == "never reached 100% train accuracy"
                for c in claims)
@@ -119,23 +131,23 @@ def test_never_fitting_leaves_every_claim_not_run_with_the_reason() -> None:
 
 def test_a_short_terminal_phase_cannot_decide_a_trend() -> None:
     late = [0.5] * 5 + [1.0] * 3  # 3 tracked steps in the TPT
-    m = {"s0": metrics(rows(late, FALLING, FALLING))}
-    assert statuses(m) == {"nc1": "not_run", "nc3": "not_run", "nc4": "passed",
-                           "nc2_angle": "reproduced"}
+    # NC1's claim is a fall from the TPT's start to its end, not a trend: it is judged
+    assert statuses(seeds(rows(late, FALLING, FALLING))) == {
+        "nc1": "not_reproduced", "nc3": "not_run", "nc4": "passed", "nc2": "reproduced"}
 
 
-def test_a_failing_run_outweighs_an_unchecked_one() -> None:
+def test_a_failing_run_outweighs_an_unchecked_one_in_the_control() -> None:
     m = {"s0": metrics(rows([0.5] * 8, FALLING, FALLING)),
          "s1": metrics(rows(FIT, FALLING, FALLING, nc4=0.5), seed=1)}
-    nc4 = check_claims(m)[2]
+    nc4 = check_claims(m, RULES)[2]
     assert nc4.kind == "control" and nc4.status == "failed"
-    assert set(nc4.numbers) == {"seed=1", "not_checked"}
+    assert set(nc4.numbers["final_nc4"]) == {"seed=0", "seed=1"} and "not_checked" in nc4.numbers
 
 
 def test_a_diverged_run_is_not_checked() -> None:
     m = {"s0": {**metrics(rows([0.5, 0.6], [0.3, 0.2], [0.3, 0.2])), "status": "diverged",
                 "diverged_step": 150}}
-    claims = check_claims(m)
+    claims = check_claims(m, RULES)
     assert [c.status for c in claims] == ["not_run"] * 4
     assert claims[0].numbers["not_checked"]["seed=0"] == "diverged at step 150"
 
@@ -173,7 +185,8 @@ def tiny_config(steps: int = 300) -> CollapseConfig:
         "model": {"hidden": [16, 16]},
         "recipe": {"lr": 0.05, "weight_decay": 5e-4, "batch_size": 20, "steps": steps,
                    "track_every": 25},
-        "runs": {"s0": {"seed": 0}, "s1": {"seed": 1}}})
+        "claims": RULES.model_dump(),
+        "runs": {"m2-s0": {"mean_scale": 2.0, "seed": 0}, "m2-s1": {"mean_scale": 2.0, "seed": 1}}})
 
 
 def test_a_tiny_tracked_run_and_its_summary() -> None:
@@ -181,15 +194,15 @@ def test_a_tiny_tracked_run_and_its_summary() -> None:
     dataset = SPEC.synthesize(config)
     artifacts = {run: SPEC.train_run(config, run, dataset, torch.device("cpu"))
                  for run in config.runs}
-    history = artifacts["s0"].history.to_pylist()
+    history = artifacts["m2-s0"].history.to_pylist()
     assert [r["step"] for r in history] == list(range(0, 301, 25))  # no stop at 100% accuracy
     assert all(0 <= r["nc4"] <= 1 and r["nc1"] >= 0 and math.isfinite(r["nc3"])
                for r in history)
-    m = artifacts["s0"].metrics
+    m = artifacts["m2-s0"].metrics
     assert m["status"] == "budget" and m["steps"] == 300
     assert m["tpt_step"] is not None  # 3 well-separated clusters: fitted early
     assert m["final_nc1"] == history[-1]["nc1"]
-    assert {"net.0.weight", "net.4.weight"} <= set(artifacts["s0"].weights)
+    assert {"net.0.weight", "net.4.weight"} <= set(artifacts["m2-s0"].weights)
 
     summary = summarize(config, {r: a.metrics for r, a in artifacts.items()},
                         {r: a.history for r, a in artifacts.items()})
@@ -273,7 +286,7 @@ def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
     be far outside it."""
     config = tiny_config()
     dataset = SPEC.synthesize(config)
-    result = SPEC.train_run(config, "s0", dataset, torch.device("cpu"))
+    result = SPEC.train_run(config, "m2-s0", dataset, torch.device("cpu"))
     objective = SPEC.objective(config, "s0", dataset, torch.device("cpu"))
     model = as_analysed(result, objective, tmp_path)
     with torch.no_grad():

@@ -81,7 +81,8 @@ def train_run(config: CollapseConfig, run_name: str, dataset: Dataset, device: A
     rows = [row.as_dict() for row in result.history]
     final = result.final
     metrics = {"status": result.status, "steps": result.steps,
-               "diverged_step": result.diverged_step, "seed": run.seed,
+               "diverged_step": result.diverged_step, "mean_scale": run.mean_scale,
+               "seed": run.seed,
                "n_classes": dataset.n_classes, "final_train_acc": final.train_acc,
                "final_train_loss": final.train_loss, "final_test_acc": final.test_acc,
                **terminal_phase_statistics(rows)}

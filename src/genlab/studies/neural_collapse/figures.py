@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
     rows = table.to_pylist()
-    panels = (("nc1", "NC1 = Tr(Σ_W Σ_B†)/C"), ("nc2_max_angle", "NC2: mean |cos + 1/(C−1)|"),
+    panels = (("nc1", "NC1 = Tr(Σ_W Σ_B†)/C"), ("nc2_equiangular", "NC2: spread of the cosines"),
               ("nc3", "NC3 = ‖W/‖W‖ − M/‖M‖‖²"), ("nc4", "NC4: NCC disagreement"))
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.6))
     colours = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
-from genlab.settings import FrozenModel, GaussianMixtureSettings, MLPSettings, Seed, Slug
+from genlab.settings import (
+    ClaimRule,
+    FrozenModel,
+    GaussianMixtureSettings,
+    MLPSettings,
+    Seed,
+    Slug,
+    format_float_slug,
+)
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "neural_collapse"
@@ -34,24 +44,41 @@ class CollapseRecipe(FrozenModel):
 
 
 class CollapseRun(FrozenModel):
-    seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
+    mean_scale: float = Field(gt=0, le=1e3, description="The condition: the class means' "
+                              "spread (the data block's mean_scale for this run's draw).")
+    seed: Seed = Field(description="Seed of the data draw, the initialisation and the minibatch "
+                       "order.")
+
+
+class CollapseClaims(FrozenModel):
+    """The rules the literature claims are judged by at each spread (declared before the run)."""
+
+    nc1: ClaimRule = Field(description="Per seed, log10 of NC1 at the start of the terminal "
+                           "phase over NC1 at the end.")
+    nc3: ClaimRule = Field(description="Per seed, Spearman(step, NC3) over the terminal phase.")
+    nc2: ClaimRule = Field(description="Per seed, log10 of the class-mean cosines' spread at the "
+                           "start of the terminal phase over at the end.")
 
 
 class CollapseConfig(FrozenModel):
+    # the class means' spread is a condition: each run's draw sets data.mean_scale to its own
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("mean_scale",)
+
     description: str = Field("", max_length=2000)
     data: GaussianMixtureSettings
     model: MLPSettings
     recipe: CollapseRecipe
+    claims: CollapseClaims
     analyses: AnalysesSettings = Field(
         default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
         "model on the loss it minimised (the cross-entropy of its training labels); none unless "
         "set.")
     runs: dict[Slug, CollapseRun] = Field(min_length=1, description="One line per run; the key "
-                                          "is s<seed>.")
+                                          "is m<mean_scale>-s<seed>.")
 
 
 def run_id(run: CollapseRun) -> str:
-    return f"s{run.seed}"
+    return f"m{format_float_slug(run.mean_scale)}-s{run.seed}"
 
 
 STUDY = StudyEntry(
