@@ -51,9 +51,9 @@ RUNS = {
     "ci": {"random_labels": 3, "double_descent": 2, "benign_oscillation": 2, "eos_gd": 2,
            "sgd_stability": 2, "intrinsic_dim": 5, "influence": 2, "mislabel_detection": 2,
            "measures_grid": 8, "neural_collapse": 2},
-    "paper": {"random_labels": 15, "double_descent": 20, "benign_oscillation": 40, "eos_gd": 6,
-              "sgd_stability": 30, "intrinsic_dim": 44, "influence": 4, "mislabel_detection": 6,
-              "measures_grid": 243, "neural_collapse": 5},
+    "paper": {"random_labels": 25, "double_descent": 20, "benign_oscillation": 80, "eos_gd": 10,
+              "sgd_stability": 50, "intrinsic_dim": 50, "influence": 10, "mislabel_detection": 10,
+              "measures_grid": 1215, "neural_collapse": 10},
 }
 
 
@@ -211,3 +211,18 @@ def test_the_cli_reports_an_unknown_preset_and_exits_2(monkeypatch, capsys) -> N
     monkeypatch.chdir(ROOT)
     assert main(["preset", "huge"]) == 2
     assert "genlab preset: error: no preset 'huge'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "least"), [("default", 3), ("paper", 5)])
+def test_every_condition_of_every_study_has_enough_independent_seeds(name: str,
+                                                                     least: int) -> None:
+    """A literature claim rests on >= 3 seeds (default) / >= 5 (paper), each its own data draw:
+    every combination of a study's run settings but the seed has that many seeds."""
+    raw = base() if name == "default" else yaml.safe_load(preset_text(name))
+    for study, block in raw["studies"].items():
+        groups: dict[tuple, set[int]] = {}
+        for run in block["runs"].values():
+            key = tuple(sorted((k, v) for k, v in run.items() if k != "seed"))
+            groups.setdefault(key, set()).add(run["seed"])
+        thin = {k: sorted(v) for k, v in groups.items() if len(v) < least}
+        assert not thin, (study, thin)
