@@ -366,6 +366,8 @@ def test_a_study_switches_sharpness_on_for_its_trained_models(tmp_path: Path) ->
         "label_sharpness": {"num_samples": 100},
         "analyses": {"sharpness": {"max_iter": 10, "trace_num_matvecs": 6,
                                    "density_num_repeats": 1, "density_num_steps": 5}},
+        "claims": {"twonn": "<= 0", "mle": "<= 0", "layers": "> 0", "hunchback": "> 0",
+                   "subspace": "<= 2.5", "scaling": "> 0"},
         "runs": {"estimate-linear-s0": {"kind": "estimate", "embedding": "linear", "seed": 0},
                  "layers-random-s0": {"kind": "layers", "labels": "random", "seed": 0},
                  "subspace-w4-s0": {"kind": "subspace", "width": 4, "seed": 0}}}}
