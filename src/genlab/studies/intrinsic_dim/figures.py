@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 import pyarrow as pa
 
+from genlab.report.bands import plot_mean_band
 from genlab.studies.intrinsic_dim.claims import estimate_window
 
 if TYPE_CHECKING:
@@ -17,6 +18,11 @@ if TYPE_CHECKING:
 # The data arrive as the report reads summary.json back: every key is text.
 def _numeric_keys(mapping: Mapping[Any, Any]) -> list[tuple[float, Any]]:
     return sorted((float(k), v) for k, v in mapping.items())
+
+
+def _runs(data: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    """The runs of one kind, as summary.json keeps their metrics (one per seed and setting)."""
+    return [m for _, m in sorted((data.get("runs") or {}).items()) if m.get("kind") == kind]
 
 
 def _figure_estimators(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
@@ -57,11 +63,18 @@ def _figure_layers(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     reference = layers.get("clean") or layers.get("random")
-    ax.plot(reference["id_init"], "o--", color="grey", label="untrained (init)")
+    runs = _runs(data, "layers")
+
+    def by_layer(profiles: list[list[float]]) -> dict[int, list[float]]:
+        return {i: [p[i] for p in profiles] for i in range(len(reference["layers"]))}
+
+    plot_mean_band(ax, by_layer([m["id_init"] for m in runs]), color="grey",
+                   label="untrained (init)", style="o--")
     for labels, colour, text in (("clean", "tab:blue", "true labels"),
                                  ("random", "tab:red", "random labels")):
-        if labels in layers:
-            ax.plot(layers[labels]["id_trained"], "o-", color=colour, label=f"trained, {text}")
+        mine = [m["id_trained"] for m in runs if m["labels"] == labels]
+        if mine:
+            plot_mean_band(ax, by_layer(mine), color=colour, label=f"trained, {text}")
     names = [f"{n}\n({w})" for n, w in zip(reference["layers"], reference["widths"], strict=True)]
     ax.set_xticks(range(len(names)), names, fontsize=7)
     true_dim = (data.get("data") or {}).get("true_intrinsic_dim")
@@ -73,8 +86,8 @@ def _figure_layers(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return ("Intrinsic dimension of the representations vs depth (seed means): untrained, "
-            "trained on true labels, trained on random labels."), fig
+    return ("Intrinsic dimension of the representations vs depth (seed means with their 95% "
+            "intervals): untrained, trained on true labels, trained on random labels."), fig
 
 
 def _figure_subspace(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
@@ -87,14 +100,18 @@ def _figure_subspace(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
     parts = []
     for i, (width, entry) in enumerate(widths):
         colour = colours(i % 10)
-        series = _numeric_keys(entry["test_acc_by_d"])
-        ax.plot([d for d, _ in series], [a for _, a in series], "o-", color=colour,
-                label=f"width {width:g} (D = {entry['n_parameters']:,})")
+        units: dict[float, list[float]] = {}
+        for m in _runs(data, "subspace"):
+            if float(m["width"]) == width:
+                for d, acc in m["test_acc_by_d"].items():
+                    units.setdefault(float(d), []).append(acc)
+        plot_mean_band(ax, units, color=colour,
+                       label=f"width {width:g} (D = {entry['n_parameters']:,})")
         ax.axhline(entry["target"], color=colour, linestyle=":", linewidth=0.8)
         parts.append(f"width {width:g}: {entry['d_int90']}")
     ax.set_xscale("log")
     ax.set_xlabel("subspace dimension d")
-    ax.set_ylabel("test accuracy (seed mean)")
+    ax.set_ylabel("test accuracy")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -113,17 +130,20 @@ def _figure_scaling(data: Mapping[str, Any]) -> tuple[str, Figure] | None:
     cmap = plt.get_cmap("plasma")
     dims = _numeric_keys(mean_err)
     exponents = dict(_numeric_keys(scaling["exponents"]))
-    for i, (d, by_n) in enumerate(dims):
-        series = _numeric_keys(by_n)
+    for i, (d, _) in enumerate(dims):
         exponent = exponents[d]["fitted"]
         label = f"d_data = {d:g}" + (f" (slope {exponent:.2f}, law {-1 / d:.2f})"
                                       if exponent is not None else "")
-        ax.plot([n for n, _ in series], [max(e, floor) for _, e in series], "o-",
-                color=cmap(i / max(1, len(dims))), label=label)
+        units: dict[float, list[float]] = {}
+        for m in _runs(data, "scaling"):
+            if float(m["d_data_true"]) == d:
+                for n, err in m["test_err_by_n"].items():
+                    units.setdefault(float(n), []).append(err)
+        plot_mean_band(ax, units, color=cmap(i / max(1, len(dims))), label=label, floor=floor)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("training-set size N")
-    ax.set_ylabel("test error (seed mean)")
+    ax.set_ylabel("test error")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
