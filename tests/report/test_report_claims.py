@@ -95,6 +95,7 @@ def test_results_page_is_written_from_claims_json_with_where_it_was_measured(
     assert f"measured at commit `{document['provenance']['git_commit']}`" in page
     assert re.search(r"page written on \d{4}-\d{2}-\d{2}", page)
     assert "literature claims (2): 1 reproduced, 1 inconclusive" in page
+    assert f"inconclusive: {PRESENT}/falls (spread=1.0)" in page  # a condition is named
     literature = page[page.index("## Literature claims"):page.index("## Controls")]
     assert ("| Test accuracy falls. | spread=1.0 | **0.12** [-0.02, 0.26] (t) | 3 | >= 0.05 "
             "| inconclusive |") in literature

@@ -46,8 +46,9 @@ def lines(claims: list[Mapping[str, Any]]) -> list[str]:
         parts = ", ".join(f"{n} {LABEL[status]}" for status, n in counts.items() if n)
         out.append(f"{KIND_TITLE[kind]} ({total}): {parts or 'none'}")
     for status in ("not_reproduced", "inconclusive"):
-        named = [f"{c['study']}/{c['key']}" for c in claims
-                 if kind_of(c) == "literature" and c["status"] == status]
+        named = [f"{c['study']}/{c['key']}" + (f" ({c['condition']})" if c.get("condition")
+                                                else "")
+                 for c in claims if kind_of(c) == "literature" and c["status"] == status]
         if named:
             out.append(f"  {LABEL[status]}: {', '.join(named)}")
     return out
