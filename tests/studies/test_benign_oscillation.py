@@ -48,14 +48,16 @@ def test_run_ids() -> None:
 
 def test_the_papers_outcome_reproduces_every_claim() -> None:
     metrics = seeds({"growth": 0.002, "weak": 0.52}, {"growth": 0.5, "weak": 0.72})
-    assert statuses(metrics) == ["reproduced"] * 4
+    assert statuses(metrics) == ["reproduced", "reproduced", "passed", "reproduced"]
+    assert [c.kind for c in check_claims(metrics, RULES)] == [
+        "literature", "literature", "control", "literature"]
 
 
 def test_each_claim_can_fail() -> None:
     metrics = seeds({"growth": 0.02, "weak": 0.52},
                     {"growth": 0.02, "weak": 0.60, "strong": 0.98, "osc": 0.1})
     # 0.02 - 5 x 0.02 < 0; gap 0.08 < 0.10; strong 0.98 < 0.99; oscillation 0.1 < 0.2
-    assert statuses(metrics) == ["not_reproduced"] * 4
+    assert statuses(metrics) == ["not_reproduced", "not_reproduced", "failed", "not_reproduced"]
 
 
 def test_each_condition_gets_its_own_entries() -> None:
