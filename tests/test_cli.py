@@ -68,7 +68,7 @@ def test_every_artifact_is_written(two_runs) -> None:
     files = set(digests(a))
     assert {"data/random_labels/dataset/s0/train.parquet",
             "data/random_labels/dataset/s0/draws.json",
-            "data/random_labels/dataset/provenance.json",
+            "data/random_labels/dataset/s0/provenance.json",
             "data/random_labels/runs/p0-s0/model.safetensors",
             "data/random_labels/runs/p0-s0/history.parquet",
             "data/random_labels/summary.json", "data/random_labels/summary.parquet",

@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     add("schema", cmd_schema, "write (or --check) the JSON schema of params.yaml",
         ("--out", {"type": Path, "default": SCHEMA_PATH}),
         ("--check", {"action": "store_true", "help": "fail if the file is stale"}))
-    add("synthesize", _stage("synthesize"), "generate a study's dataset", params, study, out)
+    add("synthesize", _stage("synthesize"), "generate a study's data draws, each seed's into "
+        "OUT/s<seed>/", params, study,
+        ("--seed", {"type": int, "help": "only this seed's draws (one DVC stage each)"}), out)
     add("train", _stage("train"), "train one run of a study, or with no --run all of them (at once "
         "where the study has a vectorised group trainer) into OUT/<run>/", params, study,
         ("--run", {"help": "one run id; omit it to train the whole sweep"}),

@@ -50,7 +50,7 @@ def analysis_dir(study: str, analysis: str) -> PurePosixPath:
 DRAWS_INFO = "draws.json"
 DATASET_FILES = ("train.parquet", "test.parquet", DRAWS_INFO)
 """One seed's data draws (``<dataset>/s<seed>/``, :mod:`genlab.data.draws`)."""
-DATASET_PROVENANCE = "provenance.json"  # the synthesize stage's, beside the seed folders
+DATASET_PROVENANCE = "provenance.json"  # a seed's synthesize stage's, in its folder
 
 
 def seed_folder(seed: int | str) -> str:

@@ -49,8 +49,9 @@ def test_each_seed_draws_its_own_data_and_conditions_of_a_seed_share_it(tmp_path
     params = _params(tmp_path, RUNS)
     _synthesize(params, tmp_path / "dataset")
     config = load_params(params).study("random_labels")
-    assert sorted(p.name for p in (tmp_path / "dataset").iterdir()) == [
-        "provenance.json", "s0", "s1"]
+    assert sorted(p.name for p in (tmp_path / "dataset").iterdir()) == ["s0", "s1"]
+    assert sorted(p.name for p in (tmp_path / "dataset" / "s0").iterdir()) == [
+        "draws.json", "provenance.json", "test.parquet", "train.parquet"]
     draws = DatasetDraws(tmp_path / "dataset")
     a, b, c = (draws.for_run(config, run) for run in RUNS)
     # p = 0 and p = 1 of seed 0 are paired: the same points and the same corruption draws

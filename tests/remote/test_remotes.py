@@ -1,11 +1,11 @@
 """DVC remotes for real: S3 served by ``rclone serve s3`` and SSH to a real sshd, on 127.0.0.1.
 
 The artifacts are the ci preset's cheapest stages, produced once in a project copy: the params
-gate and the random_labels dataset (``dvc repro random_labels_synthesize``). Each test pushes them
-under a prefix of its own and pulls them into a fresh clone of the copy, as a colleague would.
-Remotes are set up as docs/remotes.md says: in ``.dvc/config.local`` only, never in a tracked
-file. Push and pull name the stage ``--with-deps``: a bare ``dvc pull`` would also ask for the
-stages this module never runs, and fail on them.
+gate and the random_labels dataset of seed 0 (``dvc repro random_labels_synthesize_s0``). Each
+test pushes them under a prefix of its own and pulls them into a fresh clone of the copy, as a
+colleague would. Remotes are set up as docs/remotes.md says: in ``.dvc/config.local`` only,
+never in a tracked file. Push and pull name the stage ``--with-deps``: a bare ``dvc pull`` would
+also ask for the stages this module never runs, and fail on them.
 
 Snakemake's side of a pull (``genlab sync``, then ``snakemake -n`` has nothing to do) needs the
 whole pipeline's outputs; tests/workflow/test_workflow.py::test_remote_round_trip checks it.
@@ -33,7 +33,7 @@ from tests_support import copy_project, run, tool_env
 
 pytestmark = pytest.mark.remote
 
-STAGE = "random_labels_synthesize"
+STAGE = "random_labels_synthesize_s0"
 WITH_DEPS = ["--with-deps", STAGE]  # the stage and the gate it depends on
 CORRUPTED = "data/random_labels/dataset/s0/train.parquet"
 KEY_ID, SECRET = "genlab-tests", "test-secret-not-a-credential"

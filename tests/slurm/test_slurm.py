@@ -32,8 +32,8 @@ pytestmark = pytest.mark.slurm
 
 # the params gate as well: the closing `dvc commit` needs its stamp, a dependency of every stage
 TARGETS = ["data/params.checked", "data/double_descent/summary.json"]
-RULES = {"check_params", "double_descent_synthesize", "double_descent_train_s0",
-         "double_descent_train_s1", "double_descent_aggregate"}
+RULES = {"check_params", "double_descent_synthesize_s0", "double_descent_synthesize_s1",
+         "double_descent_train_s0", "double_descent_train_s1", "double_descent_aggregate"}
 LIMIT_S = 300  # per Snakemake run; a hang is killed, never waited out
 # the user profile's placeholders replaced, and status polling fast enough for seconds-long jobs
 SLURM_ARGS = ["--profile", "workflow/profiles/slurm",
@@ -162,9 +162,9 @@ def test_on_cuda_the_torch_stage_gets_a_gpu_and_the_others_none(slurm_cluster: C
     project, rc, output = runs["cuda"]
     records = {r["comment"]: r for r in
                sacct(slurm_cluster, SUBMITTED.findall(output)).values()}
-    assert set(records) == {"rule_double_descent_synthesize", "rule_double_descent_train_s0"}, \
+    assert set(records) == {"rule_double_descent_synthesize_s0", "rule_double_descent_train_s0"}, \
         output[-4000:]
-    assert "gres/gpu" not in records["rule_double_descent_synthesize"]["alloctres"]
+    assert "gres/gpu" not in records["rule_double_descent_synthesize_s0"]["alloctres"]
     assert "gres/gpu=1" in records["rule_double_descent_train_s0"]["alloctres"]
     # the GPU is a device file, not a CUDA device: the stage says so and the workflow fails
     assert rc == 1 and records["rule_double_descent_train_s0"]["state"] == "FAILED"

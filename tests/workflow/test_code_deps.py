@@ -64,7 +64,7 @@ def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> No
     reach = {name for name, st in stages.items() if TRACE in st["deps"]}
     assert {"random_labels_sharpness", "benign_oscillation_sharpness", "eos_gd_sharpness",
             "sgd_stability_sharpness"} <= reach
-    assert not reach & {"check_params", "random_labels_synthesize", "random_labels_train",
+    assert not reach & {"check_params", "random_labels_synthesize_s0", "random_labels_train",
                         "random_labels_intrinsic_dim", "random_labels_aggregate",
                         "double_descent_train", "benign_oscillation_train",
                         "intrinsic_dim_train", "intrinsic_dim_aggregate"}

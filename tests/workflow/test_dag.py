@@ -176,12 +176,11 @@ def test_paths_follow_genlab_paths(engines) -> None:
             study, analysis = next((stage.removesuffix(f"_{a}"), a) for a in ANALYSES
                                    if stage.endswith(f"_{a}"))
             assert outs == [str(paths.analysis_dir(study, analysis))]
-        elif stage.endswith("_synthesize"):
-            study = stage.removesuffix("_synthesize")
-            # a folder per seed of the runs, and the stage's provenance
-            assert outs == [*(f for seed in seeds(params.study(study))
-                              for f in paths.draw_files(study, seed)),
-                            str(paths.dataset_dir(study) / paths.DATASET_PROVENANCE)]
+        elif "_synthesize_s" in stage:  # one stage per seed of the runs: its folder
+            study, seed = stage.rsplit("_synthesize_s", 1)
+            assert int(seed) in seeds(params.study(study)), stage
+            assert outs == [*paths.draw_files(study, seed),
+                            str(paths.dataset_dir(study) / f"s{seed}" / paths.DATASET_PROVENANCE)]
         elif "_train@" in stage:  # a run depends on its own seed's draws, not the others'
             study, run_id = stage.split("_train@")
             seed = params.study(study).runs[run_id].seed
@@ -248,16 +247,21 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
             if not stage.startswith(f"{study}_"):
                 continue
             kind, _, run_id = stage.removeprefix(f"{study}_").partition("@")
-            recorded = stage_settings(config, kind, run_id or None)
+            seed = None
+            if kind.startswith("synthesize_s"):
+                kind, seed = "synthesize", int(kind.removeprefix("synthesize_s"))
+            recorded = stage_settings(config, kind, run_id or None, seed=seed)
             prefix = f"studies.{study}"
             tracked = {k.removeprefix(prefix).lstrip(".") for k in st["params"]}
             if kind == "aggregate":
                 assert tracked == {""}, stage  # the whole study block
                 assert recorded == config.model_dump(mode="json")
             else:
-                # a run's own block; the draws a synthesize stage makes, which the runs name
-                derived = {"run": f"runs.{run_id}", "draws": "runs"}
-                expected = {derived.get(k, k) for k in recorded}
+                # a run's own block; a seed's draws, which the runs name only when they carry
+                # data conditions (otherwise the stage's seed and the data block fix them)
+                conditions = getattr(config, "DATA_FIELDS", ())
+                derived = {"run": f"runs.{run_id}", "draws": "runs" if conditions else None}
+                expected = {derived.get(k, k) for k in recorded} - {None}
                 assert tracked == expected, stage
                 if kind == "train" and not run_id:  # a group: each run's sidecar, its own run
                     for run in config.runs:

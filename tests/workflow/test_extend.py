@@ -74,7 +74,8 @@ def test_the_toy_study_and_analysis_run_in_snakemake(project) -> None:
     # Snakemake regenerates dvc.yaml itself; the toy stages are there, with the analysis
     run(["snakemake", "--cores", "2", "data/toy/summary.json"], root, env, timeout=900)
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    assert {"toy_synthesize", "toy_train", "toy_toy_norm", "toy_aggregate"} <= set(stages)
+    assert {"toy_synthesize_s0", "toy_synthesize_s1", "toy_train", "toy_toy_norm",
+            "toy_aggregate"} <= set(stages)
     assert "src/genlab/analyses/toy_norm.py" in stages["toy_toy_norm"]["deps"]
     assert "src/genlab/analyses/toy_norm.py" not in stages["toy_train"]["do"]["deps"]
     summary = json.loads((root / "data/toy/summary.json").read_text())

@@ -139,9 +139,10 @@ def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
         runs["lr0_3-s7"] = {"lr": 0.3, "seed": 7}
     project.edit(seed)
     try:
+        # a new seed is a new data draw: its own synthesize stage, and no other run retrains
         assert project.snakemake_plan() == {
-            "check_params", rule("eos_gd_train@lr0_3-s7"), "eos_gd_sharpness",
-            "eos_gd_intrinsic_dim", "eos_gd_aggregate", "report"}
+            "check_params", "eos_gd_synthesize_s7", rule("eos_gd_train@lr0_3-s7"),
+            "eos_gd_sharpness", "eos_gd_intrinsic_dim", "eos_gd_aggregate", "report"}
     finally:
         project.restore_params()
 
@@ -153,7 +154,8 @@ def test_one_run_edit_in_a_group_retrains_the_group(project: Project) -> None:
         runs["p1-s7"] = {"label_noise": 1.0, "seed": 7}
     project.edit(seed)
     try:
-        assert project.snakemake_plan() == {"check_params", *TRAIN_STAGES, *AFTER_TRAINING}
+        assert project.snakemake_plan() == {"check_params", "random_labels_synthesize_s7",
+                                            *TRAIN_STAGES, *AFTER_TRAINING}
     finally:
         project.restore_params()
 
@@ -183,7 +185,7 @@ def test_data_edit_reruns_everything_downstream_of_the_data(project: Project) ->
     project.edit(n_test)
     try:
         assert project.snakemake_plan() == {rule(s) for s in (
-            "check_params", "random_labels_synthesize", *TRAIN_STAGES, *AFTER_TRAINING)}
+            "check_params", "random_labels_synthesize_s0", *TRAIN_STAGES, *AFTER_TRAINING)}
     finally:
         project.restore_params()
 

@@ -9,9 +9,10 @@ in its settings' ``DATA_FIELDS`` (run fields named like ``data`` fields, e.g. ``
 a run's draw then also sets those data fields to the run's values, with the same seed. Every
 study's runs have a ``seed`` field.
 
-On disk a seed's draws are one folder, ``<dataset>/s<seed>/`` (the synthesize stage's output;
-:class:`genlab.stages.common.DatasetDraws` reads it): adding a seed adds a folder and leaves the
-others byte-identical, so the runs trained on them stay cached.
+On disk a seed's draws are one folder, ``<dataset>/s<seed>/``, made by that seed's own
+synthesize stage (``<study>_synthesize_s<seed>``) and read by
+:class:`genlab.stages.common.DatasetDraws`: adding a seed adds a stage and a folder and leaves
+the others as they were, so the runs trained on them stay cached in both engines.
 
 Cheap on purpose (no numpy): the synthesize stage's fingerprint lists the draws.
 """

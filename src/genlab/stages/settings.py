@@ -8,16 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 
-def stage_settings(config: Any, stage: str, run: str | None = None) -> dict[str, Any]:
+def stage_settings(config: Any, stage: str, run: str | None = None,
+                   seed: int | None = None) -> dict[str, Any]:
     """Exactly the settings a stage reads: what its sidecar records (so an artifact's provenance
     is the same whether it was made in a fresh run or kept from an earlier one) and the params
     dvc.yaml tracks for it (:mod:`genlab.workflow.generate` derives its lists from these keys)."""
     from genlab.analyses.registry import ANALYSES
 
-    if stage == "synthesize":  # the data block and the draws the runs need (genlab.data.draws)
+    if stage == "synthesize":  # the data block and one seed's draws (genlab.data.draws)
         from genlab.data.draws import data_draws
 
-        return {"data": config.data.model_dump(mode="json"), "draws": data_draws(config)}
+        return {"data": config.data.model_dump(mode="json"), "draws": data_draws(config, seed)}
     if stage in ANALYSES:  # the recipe and runs (a run's loss and step size), and its own block
         recipe = config.model_dump(mode="json", exclude={"description", "data", "model",
                                                          "analyses", "claims"})

@@ -150,16 +150,23 @@ class _Builder:
         dataset = paths.dataset_dir(name)
         dataset_files = [f for seed in seeds(config) for f in paths.draw_files(name, seed)]
         runs = str(paths.runs_dir(name))
-        out: dict[str, Any] = {f"{name}_synthesize": {
-            "cmd": _cmd(f"{name}_synthesize", "synthesize", "--params", PARAMS_FILE, "--study",
-                        name, "--out", str(dataset)),
-            "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
-            # the runs name the draws (their seeds, their data conditions)
-            "params": [f"{key}.data", f"{key}.runs"],
-            "outs": [*dataset_files, str(dataset / paths.DATASET_PROVENANCE),
-                     _stamp(f"{name}_synthesize")],
-            "meta": {"log": _log(name, "synthesize")},
-        }}
+        # one synthesize stage per seed (its own folder of draws): adding a seed adds a stage
+        # and leaves the others, and the runs trained on their folders, as they were
+        conditions = tuple(getattr(config, "DATA_FIELDS", ()))
+        out: dict[str, Any] = {}
+        for seed in seeds(config):
+            stage = f"{name}_synthesize_{paths.seed_folder(seed)}"
+            folder = dataset / paths.seed_folder(seed)
+            out[stage] = {
+                "cmd": _cmd(stage, "synthesize", "--params", PARAMS_FILE, "--study", name,
+                            "--seed", str(seed), "--out", str(dataset)),
+                "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
+                # a study whose runs carry data conditions names its draws in its runs
+                "params": [f"{key}.data", *([f"{key}.runs"] if conditions else [])],
+                "outs": [*paths.draw_files(name, seed), str(folder / paths.DATASET_PROVENANCE),
+                         _stamp(stage)],
+                "meta": {"log": _log(name, f"synthesize_{paths.seed_folder(seed)}")},
+            }
         code = self.code("train", experiment)
         res = entry.train_resources
         if entry.grouped:
