@@ -148,7 +148,7 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
     from genlab.losses import loss_value
     from genlab.models.registry import load_model
     from genlab.seeding import subsample
-    from genlab.stages.common import load_dataset
+    from genlab.stages.common import DatasetDraws
 
     a, _ = two_runs
     study = a / "data" / "random_labels"
@@ -168,7 +168,7 @@ def test_sharpness_stage_records_each_runs_curvature_beside_its_threshold(two_ru
         assert spec["weights_sha256"] == hashlib.sha256(
             (folder / "model.safetensors").read_bytes()).hexdigest()
         model = load_model(spec, folder / "model.safetensors")
-        dataset = load_dataset(study / "dataset", config, run)  # the run's own data draw
+        dataset = DatasetDraws(study / "dataset").for_run(config, run)  # its own draw
         labels, _ = corrupt_labels(dataset.train, config.runs[run].label_noise)
         X, y = subsample(torch.from_numpy(dataset.train.x), torch.from_numpy(labels),
                          settings.max_examples, settings.seed)
@@ -193,7 +193,7 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
     from genlab.data.dataset import corrupt_labels
     from genlab.io import read_parquet
     from genlab.models.registry import seeded_model_from_spec
-    from genlab.stages.common import load_dataset
+    from genlab.stages.common import DatasetDraws
     from genlab.train.loop import evaluate
 
     a, _ = two_runs
@@ -201,7 +201,7 @@ def test_intrinsic_dim_stage_measures_each_layer_trained_and_at_init(two_runs) -
     config = load_params(a.parent / "params.yaml").study("random_labels")
     layers = read_parquet(study / "intrinsic_dim_layers.parquet").to_pylist()
     for run in config.runs:
-        dataset = load_dataset(study / "dataset", config, run)  # the run's own data draw
+        dataset = DatasetDraws(study / "dataset").for_run(config, run)  # its own draw
         X = torch.from_numpy(dataset.train.x)
         assert config.analyses.intrinsic_dim.max_examples >= len(X)  # all of them: no subsample
         d_data = TwoNN(duplicates="drop").fit(X).dimension_

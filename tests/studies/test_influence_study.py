@@ -71,12 +71,12 @@ def test_settings_are_validated() -> None:
 
 
 def metrics(model: str, pearson: float, lds: float, random_lds: float = 0.0,
-            cosine: float = 0.999, pearson_scratch: float = 0.5) -> dict:
+            cosine: float = 0.999, pearson_scratch: float = 0.5, seed: int = 0) -> dict:
     methods = {name: {"loo_warm_pearson": pearson if name == "exact" else 0.5,
                       "loo_scratch_pearson": pearson_scratch,
                       "lds": {"exact": lds, "random": random_lds}.get(name, 0.4)}
                for name in METHODS}
-    return {"model": model, "seed": 0, "status": "converged", "methods": methods,
+    return {"model": model, "seed": seed, "status": "converged", "methods": methods,
             "inverse_hvp": {"cg": {"min_cosine": 1.0}, "lissa": {"min_cosine": cosine}}}
 
 
@@ -89,7 +89,7 @@ def statuses(claims) -> list[str]:
 
 def three(model: str, pearson: float, lds: float, **kw) -> dict:
     """Three seeds of one model, their numbers a little apart."""
-    return {f"{model}-s{s}": metrics(model, pearson + 0.01 * s, lds + 0.01 * s, **kw)
+    return {f"{model}-s{s}": metrics(model, pearson + 0.01 * s, lds + 0.01 * s, seed=s, **kw)
             for s in range(3)}
 
 
@@ -118,10 +118,10 @@ def test_each_claim_can_fail() -> None:
 
 def test_seeds_that_straddle_the_rule_are_inconclusive_and_nan_is_left_out() -> None:
     runs = {"logistic-s0": metrics("logistic", 0.99, 0.95),
-            "logistic-s1": metrics("logistic", 0.99, 0.6),
-            "logistic-s2": metrics("logistic", 0.99, 0.9)}
+            "logistic-s1": metrics("logistic", 0.99, 0.6, seed=1),
+            "logistic-s2": metrics("logistic", 0.99, 0.9, seed=2)}
     assert check_claims(runs, RULES)[1].status == "inconclusive"
-    runs["logistic-s2"] = metrics("logistic", math.nan, math.nan)
+    runs["logistic-s2"] = metrics("logistic", math.nan, math.nan, seed=2)
     lds = check_claims(runs, RULES)[1]
     assert lds.effect["n"] == 2 and lds.numbers["by_seed"]["2"] is not None
     assert check_claims(runs, RULES)[0].status == "failed"  # NaN fails the control's mean

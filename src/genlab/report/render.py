@@ -12,17 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from genlab.report.collect import Report
-from genlab.report.tally import KIND_TITLE, LABEL, kind_of, tally
-
-
-def _number(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {_number(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return "[" + ", ".join(_number(v) for v in value) + "]"
-    return "—" if value is None else str(value)
+from genlab.report.tally import KIND_TITLE, LABEL, kind_of, number_text, tally
 
 
 def _key_order(key: object) -> tuple:
@@ -44,8 +34,8 @@ def _numbers_table(numbers: Mapping[str, object], depth: int = 0) -> Markup:
     for key, value in (_sorted(numbers) if depth else numbers).items():
         if isinstance(value, Mapping) and value and depth < 2:
             cell = _numbers_table(value, depth + 1)
-        else:  # _number writes a deeper mapping inline
-            cell = escape(_number(_sorted(value) if isinstance(value, Mapping) else value))
+        else:  # number_text writes a deeper mapping inline
+            cell = escape(number_text(_sorted(value) if isinstance(value, Mapping) else value))
         rows.append(Markup("<tr><th>{}</th><td>{}</td></tr>").format(key, cell))
     return Markup('<table class="numbers">{}</table>').format(Markup("").join(rows))
 
@@ -54,7 +44,7 @@ def render_html(report: Report) -> str:
     env = Environment(loader=PackageLoader("genlab.report", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["number"] = _number
+    env.filters["number"] = number_text
     env.filters["numbers_table"] = _numbers_table
     env.filters["status_label"] = LABEL.get
     sections = [

@@ -13,22 +13,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from genlab.report.tally import KIND_TITLE, LABEL, kind_of, lines
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "—" if value is None else str(value)
+from genlab.report.tally import KIND_TITLE, LABEL, kind_of, lines, number_text
 
 
 def _effect(claim: Mapping[str, Any]) -> str:
     if "estimate" not in claim:
         return "(single verdict, no interval)"
     interval = claim.get("interval")
-    text = f"**{_number(claim['estimate'])}**"
+    text = f"**{number_text(claim['estimate'])}**"
     if interval:
-        text += f" [{_number(interval[0])}, {_number(interval[1])}]"
+        text += f" [{number_text(interval[0])}, {number_text(interval[1])}]"
     return text + (f" ({claim['interval_method']})" if claim.get("interval_method") else "")
 
 

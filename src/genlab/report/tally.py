@@ -21,6 +21,18 @@ LABEL = {"reproduced": "reproduced", "not_reproduced": "not reproduced",
 KIND_TITLE = {"literature": "literature claims", "control": "controls"}
 
 
+def number_text(value: object) -> str:
+    """A number as the report and the results page print it: floats to 4 significant digits,
+    None as a dash, mappings and lists item by item."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {number_text(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(number_text(v) for v in value) + "]"
+    return "—" if value is None else str(value)
+
+
 def kind_of(claim: Mapping[str, Any]) -> str:
     """A claim's kind; summaries written before kinds existed hold literature claims only."""
     return claim.get("kind", "literature")

@@ -75,8 +75,3 @@ class DatasetDraws:
             return table.filter(pc.equal(table.column("draw"), draw)).drop_columns(["draw"])
 
         return dataset_from_tables(rows(train), rows(test), {**infos[draw], "draw": draw})
-
-
-def load_dataset(folder: Path, config: Any, run: str):  # -> Dataset
-    """The Dataset run ``run`` trains on, from the study's dataset ``folder``."""
-    return DatasetDraws(folder).for_run(config, run)

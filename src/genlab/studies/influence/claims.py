@@ -56,9 +56,10 @@ def _mean(values: list[Any]) -> float:
     return float(np.mean(finite)) if len(finite) == len(values) and finite else math.nan
 
 
-def _by_seed(by_run: Mapping[str, Any]) -> dict[int, float | None]:
-    """A per-run number keyed by the run's seed (run ids end in -s<seed>)."""
-    return {int(run.rsplit("-s", 1)[1]): None if v is None else float(v)
+def _by_seed(runs: Mapping[str, Mapping[str, Any]],
+             by_run: Mapping[str, Any]) -> dict[int, float | None]:
+    """A per-run number keyed by the run's seed."""
+    return {int(runs[run]["seed"]): None if v is None else float(v)
             for run, v in by_run.items()}
 
 
@@ -90,7 +91,7 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                                                              "loo_warm_pearson")}))
         lds, chance = method(logistic, "exact", "lds"), method(logistic, "random", "lds")
         mean_chance = _mean(list(chance.values()))
-        out.append(decide_units(CLAIMS["logistic_lds"], rules.logistic_lds, _by_seed(lds),
+        out.append(decide_units(CLAIMS["logistic_lds"], rules.logistic_lds, _by_seed(logistic, lds),
                                 {"lds_grad_dot_by_run": method(logistic, "grad_dot", "lds")}))
         out.append(decide(CLAIMS["lds_random"], abs(mean_chance) <= 0.1,
                           {"mean_lds_random": mean_chance, "lds_random_by_run": chance}))
@@ -99,10 +100,10 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                 for key in ("mlp_warm", "mlp_lds")]
     else:
         pearson, lds = method(mlp, "exact", "loo_warm_pearson"), method(mlp, "exact", "lds")
-        out.append(decide_units(CLAIMS["mlp_warm"], rules.mlp_warm, _by_seed(pearson), {
+        out.append(decide_units(CLAIMS["mlp_warm"], rules.mlp_warm, _by_seed(mlp, pearson), {
             "pearson_scratch_by_run": method(mlp, "exact", "loo_scratch_pearson"),
             "grad_dot_pearson_warm_by_run": method(mlp, "grad_dot", "loo_warm_pearson")}))
-        out.append(decide_units(CLAIMS["mlp_lds"], rules.mlp_lds, _by_seed(lds), {
+        out.append(decide_units(CLAIMS["mlp_lds"], rules.mlp_lds, _by_seed(mlp, lds), {
             "grad_dot_lds_by_run": method(mlp, "grad_dot", "lds")}))
     if not done:
         out.append(decide(CLAIMS["solvers"], None, {"reason": "no trained run",

@@ -166,12 +166,11 @@ def summarize(config: MeasuresGridConfig, metrics: Mapping[str, Mapping[str, Any
     on each seed's own ranking. The table is the pooled ranking, one row per measure;
     ``data["runs"]`` keeps each run's gap and measures for the scatter plots."""
     names = sorted(metrics)
-    included = [n for n in names if metrics[n]["included"]]
     excluded: dict[str, int] = {}
     for n in names:
         if not metrics[n]["included"]:
             excluded[metrics[n]["status"]] = excluded.get(metrics[n]["status"], 0) + 1
-    rows, varied, _ = _ranking(metrics, names)
+    rows, varied, included = _ranking(metrics, names)
     gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
     seeds = sorted({int(metrics[n]["seed"]) for n in names})
     per_seed = {}
