@@ -115,6 +115,36 @@ class MLPSettings(FrozenModel):
     bias: bool = True
 
 
+class ResidualMLPSettings(FrozenModel):
+    """Linear(d, width) -> activation, then ``blocks`` residual blocks h + act(W h + b), then a
+    Linear head: MNIST-1D's MLPBase (Greydanus 2020) with the defaults."""
+
+    width: int = Field(100, ge=1, le=65_536, description="Width of every hidden layer.")
+    blocks: int = Field(1, ge=0, le=64, description="Residual blocks after the first layer.")
+    activation: Literal["relu", "tanh", "gelu"] = "relu"
+
+
+class Conv1DSettings(FrozenModel):
+    """Conv1d -> activation layers on a series read as one channel, flattened into a Linear
+    head: MNIST-1D's ConvBase (Greydanus 2020) with the defaults. No pooling, normalisation or
+    dropout."""
+
+    channels: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
+        (25, 25, 25), min_length=1, max_length=16, description="Output channels of each layer.")
+    kernel_sizes: tuple[Annotated[int, Field(ge=1, le=255)], ...] = Field(
+        (5, 3, 3), min_length=1, max_length=16, description="Kernel length of each layer.")
+    stride: int = Field(2, ge=1, le=64, description="Stride of every layer.")
+    padding: int = Field(1, ge=0, le=255, description="Zeros added at both ends by every layer.")
+    activation: Literal["relu", "tanh", "gelu"] = "relu"
+
+    @model_validator(mode="after")
+    def _one_kernel_per_layer(self) -> Self:
+        if len(self.channels) != len(self.kernel_sizes):
+            raise ValueError(f"channels has {len(self.channels)} layers but kernel_sizes has "
+                             f"{len(self.kernel_sizes)}: give one kernel length per layer")
+        return self
+
+
 class PatchNetSettings(FrozenModel):
     """The ReLU² patch network of Lu et al. 2024 (:mod:`genlab.models.patch_net`)."""
 

@@ -23,6 +23,60 @@ class DigitsSettings(FrozenModel):
     seed: Seed = Field(description="Seed of the train/test split and the label corruption.")
 
 
+class MNIST1DSettings(FrozenModel):
+    """MNIST-1D (Greydanus 2020) built by the ``mnist1d`` package's procedural generator.
+
+    The defaults are the package's ``get_dataset_args()``: 5,000 series of length 40, the first
+    80% for training (4,000) and the rest for testing (1,000). Field names are the package's."""
+
+    num_samples: int = Field(5000, ge=20, le=10_000_000, description="Series generated, an "
+                             "equal number per digit (a multiple of 10), before the split.")
+    train_split: float = Field(0.8, gt=0, lt=1, description="Fraction of the series that "
+                               "trains; the rest is the test set.")
+    template_len: int = Field(12, ge=2, le=10_000, description="Length of a digit template "
+                              "before padding (the package's templates have 12 points).")
+    padding: tuple[Annotated[int, Field(ge=0, le=100_000)],
+                   Annotated[int, Field(ge=0, le=100_000)]] = Field(
+        (36, 60), description="[low, high]: each series is padded with a uniform number of "
+        "zeros in this range, then dilated to template_len + high points.")
+    scale_coeff: float = Field(0.4, ge=0, lt=2, description="Amplitude scaled by "
+                               "1 + scale_coeff * (u - 0.5), u ~ U(0, 1).")
+    max_translation: int = Field(48, ge=1, le=100_000, description="Circular shift by a "
+                                 "uniform k in [0, max_translation).")
+    corr_noise_scale: float = Field(0.25, ge=0, le=1e3, description="Std of the Gaussian "
+                                    "noise, smoothed (sigma 2), filling the padding.")
+    iid_noise_scale: float = Field(0.02, ge=0, le=1e3, description="Std of the i.i.d. "
+                                   "Gaussian noise added everywhere.")
+    shear_scale: float = Field(0.75, ge=0, le=1e3, description="A linear ramp of slope "
+                               "shear_scale * (u - 0.5) is subtracted.")
+    shuffle_seq: bool = Field(False, description="Permute the positions of every series by "
+                              "one seeded permutation (the spatially shuffled variant): the "
+                              "same series, with their spatial structure destroyed.")
+    final_seq_length: int = Field(40, ge=2, le=100_000, description="Length each series is "
+                                  "resampled to: the input dimension.")
+    seed: Seed = Field(description="Seed of the generator (the package seeds NumPy's global "
+                       "RNG with it; genlab restores that RNG afterwards) and of the label "
+                       "corruption.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.num_samples % 10:
+            raise ValueError(f"num_samples ({self.num_samples}) must be a multiple of 10: the "
+                             "generator makes num_samples // 10 series of each digit")
+        n_train = int(self.num_samples * self.train_split)
+        if not 1 <= n_train <= self.num_samples - 1:
+            raise ValueError(f"train_split {self.train_split} of {self.num_samples} series "
+                             f"gives {n_train} training series; both splits need at least one")
+        low, high = self.padding
+        if low > high:
+            raise ValueError(f"padding [{low}, {high}]: low exceeds high")
+        if self.max_translation > self.template_len + high:
+            raise ValueError(f"max_translation ({self.max_translation}) exceeds the dilated "
+                             f"series' length (template_len + padding high = "
+                             f"{self.template_len + high})")
+        return self
+
+
 class FeatureNoiseSettings(FrozenModel):
     """y = +-1; patches y*u (strong, some points), y*v (weak, every point), N(0, sigma_p^2 I)."""
 

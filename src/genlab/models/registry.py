@@ -18,11 +18,12 @@ from torch import nn
 
 from genlab.io import read_safetensors, write_safetensors
 from genlab.models.cnn import CNN, CNNSettings
+from genlab.models.conv1d import Conv1DNet
 from genlab.models.linear import Linear, LinearSettings
-from genlab.models.mlp import MLP
+from genlab.models.mlp import MLP, ResidualMLP
 from genlab.models.patch_net import PatchNet
 from genlab.models.transformer import Transformer, TransformerSettings
-from genlab.settings import MLPSettings, PatchNetSettings
+from genlab.settings import Conv1DSettings, MLPSettings, PatchNetSettings, ResidualMLPSettings
 
 Builder = Callable[[Any, int, int], nn.Module]
 
@@ -32,6 +33,8 @@ MODELS: dict[str, tuple[type[BaseModel], Builder]] = {
     "transformer": (TransformerSettings, Transformer),
     "patch_net": (PatchNetSettings, PatchNet),
     "linear": (LinearSettings, Linear),
+    "residual_mlp": (ResidualMLPSettings, ResidualMLP),
+    "conv1d": (Conv1DSettings, Conv1DNet),
 }
 
 

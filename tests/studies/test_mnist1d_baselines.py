@@ -1,0 +1,157 @@
+"""The MNIST-1D baselines study: each claim's decision against the paper's table, and one tiny
+training run of each model through the study's code."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genlab.data.draws import draw_settings, run_draw_id
+from genlab.studies import load_study
+from genlab.studies.mnist1d_baselines.claims import (
+    CLAIMS,
+    PAPER_TEST_ACCURACY,
+    accuracies,
+    check_claims,
+    summarize,
+)
+from genlab.studies.mnist1d_baselines.experiment import SPEC, train_settings
+from genlab.studies.mnist1d_baselines.settings import (
+    BaselineClaims,
+    BaselineRun,
+    BaselinesConfig,
+    run_id,
+)
+from tests_support import broken, held
+
+pytest.importorskip("mnist1d")
+
+RULES = BaselineClaims(table="within [-3, 3]", cnn_over_mlp="> 0", cnn_over_mlp_shuffled="< 0")
+MODELS = ("logistic", "mlp", "cnn")
+
+
+def metrics(acc: dict[tuple[str, bool], list[float]],
+            diverged: frozenset[tuple[str, bool, int]] = frozenset()) -> dict[str, dict]:
+    """Runs with the given test accuracies (%) per (model, shuffled), one per seed."""
+    out = {}
+    for (model, shuffled), values in acc.items():
+        for seed, a in enumerate(values):
+            run = BaselineRun(model=model, shuffle_seq=shuffled, seed=seed)
+            out[run_id(run)] = {
+                "model": model, "shuffle_seq": shuffled, "seed": seed,
+                "status": "diverged" if (model, shuffled, seed) in diverged else "budget",
+                "final_test_acc": a / 100}
+    return out
+
+
+def near_paper(offsets=(-0.5, 0.0, 0.5)) -> dict[tuple[str, bool], list[float]]:
+    return {key: [paper + o for o in offsets] for key, paper in PAPER_TEST_ACCURACY.items()}
+
+
+def by_condition(results) -> dict[tuple[str, str | None], str]:
+    return {(c.key, c.condition): c.status for c in results}
+
+
+def test_registered_with_canonical_run_ids() -> None:
+    assert load_study("mnist1d_baselines") is SPEC
+    assert run_id(BaselineRun(model="cnn", shuffle_seq=True, seed=4)) == "cnn-shuffled-s4"
+
+
+def test_the_papers_table_reproduces_every_claim() -> None:
+    statuses = by_condition(check_claims(metrics(near_paper()), RULES))
+    assert len(statuses) == 8  # 6 table entries and the two comparisons
+    assert set(statuses.values()) == {held(CLAIMS["table"])}
+    assert ("table", "cnn, shuffled") in statuses and ("cnn_over_mlp", "plain") in statuses
+    assert ("cnn_over_mlp_shuffled", "shuffled") in statuses
+
+
+def test_each_table_entry_is_judged_by_its_own_interval() -> None:
+    acc = near_paper()
+    acc[("mlp", False)] = [60.0, 60.5, 61.0]  # 7 points below the paper: outside the band
+    acc[("cnn", True)] = [52.0, 56.0, 60.0]  # the mean is the paper's, the interval too wide
+    statuses = by_condition(check_claims(metrics(acc), RULES))
+    assert statuses[("table", "mlp, plain")] == broken(CLAIMS["table"])
+    assert statuses[("table", "cnn, shuffled")] == "inconclusive"
+    assert statuses[("table", "logistic, plain")] == held(CLAIMS["table"])
+    table = {c.condition: c for c in check_claims(metrics(acc), RULES) if c.key == "table"}
+    assert table["mlp, plain"].effect["estimate"] == pytest.approx(-7.5)
+    assert table["mlp, plain"].numbers["paper_test_acc"] == 68.0
+
+
+def test_a_cnn_that_keeps_its_lead_on_shuffled_data_does_not_reproduce() -> None:
+    acc = near_paper()
+    acc[("cnn", True)] = [75.0, 76.0, 77.0]  # above the MLP's ~68 in every seed
+    statuses = by_condition(check_claims(metrics(acc), RULES))
+    assert statuses[("cnn_over_mlp_shuffled", "shuffled")] == "not_reproduced"
+    assert statuses[("cnn_over_mlp", "plain")] == "reproduced"
+
+
+def test_the_comparison_is_paired_by_seed() -> None:
+    acc = near_paper()
+    # the CNN wins by exactly 1 point in every seed although both vary much across seeds
+    acc[("mlp", False)] = [50.0, 70.0, 90.0]
+    acc[("cnn", False)] = [51.0, 71.0, 91.0]
+    result = next(c for c in check_claims(metrics(acc), RULES) if c.key == "cnn_over_mlp")
+    assert result.status == "reproduced"
+    assert result.effect["interval"] == pytest.approx([1.0, 1.0])
+
+
+def test_diverged_runs_and_single_seeds_are_not_run_with_a_reason() -> None:
+    acc = {("mlp", False): [68.0, 68.0], ("cnn", False): [94.0, 94.0]}
+    results = check_claims(metrics(acc, diverged={("cnn", False, 1)}), RULES)
+    statuses = by_condition(results)
+    assert statuses[("table", "cnn, plain")] == "not_run"  # one finite seed left
+    assert statuses[("cnn_over_mlp", "plain")] == "not_run"
+    assert statuses[("table", "mlp, plain")] == held(CLAIMS["table"])
+    assert ("cnn_over_mlp_shuffled", "shuffled") not in statuses  # no shuffled runs at all
+    reason = next(c for c in results if c.condition == "cnn, plain").numbers["reason"]
+    assert "1 seed(s) measured of 2" in reason
+    assert accuracies(metrics(acc, diverged={("cnn", False, 1)}))[("cnn", False)][1] is None
+
+
+def tiny_config() -> BaselinesConfig:
+    runs = {run_id(r): r for r in (BaselineRun(model=m, shuffle_seq=s, seed=0)
+                                   for s in (False, True) for m in MODELS)}
+    return BaselinesConfig(
+        data={"num_samples": 200, "seed": 0}, models={"mlp": {}, "cnn": {}},
+        recipe={"lr": 0.01, "batch_size": 20, "steps": 30, "eval_every": 10},
+        claims=RULES.model_dump(), runs={k: r.model_dump() for k, r in runs.items()})
+
+
+def test_the_recipe_is_adam_for_every_step() -> None:
+    s = train_settings(tiny_config().recipe)
+    assert s.optimizer == "adam" and s.stop_at_train_acc is None and s.max_steps == 30
+    assert s.loss == "cross_entropy" and s.weight_decay == 0
+
+
+def test_tiny_runs_of_each_model_and_their_summary() -> None:
+    config = tiny_config()
+    artifacts = {}
+    for run in config.runs:
+        draw = draw_settings(config, run_draw_id(config, run))
+        assert draw.data.shuffle_seq == config.runs[run].shuffle_seq
+        artifacts[run] = SPEC.train_run(config, run, SPEC.synthesize(draw), torch.device("cpu"))
+    m = artifacts["cnn-plain-s0"].metrics
+    assert m["status"] == "budget" and m["steps"] == 30 and m["n_parameters"] == 5210
+    assert artifacts["mlp-plain-s0"].metrics["n_parameters"] == 15210
+    assert artifacts["logistic-plain-s0"].metrics["n_parameters"] == 410
+    assert [r["step"] for r in artifacts["cnn-plain-s0"].history.to_pylist()] == [0, 10, 20, 30]
+    assert artifacts["cnn-plain-s0"].model_spec["kind"] == "conv1d"
+
+    summary = summarize(config, {r: a.metrics for r, a in artifacts.items()},
+                        {r: a.history for r, a in artifacts.items()})
+    # one seed: every claim is listed, none decided
+    assert {c.status for c in summary.claims} == {"not_run"} and len(summary.claims) == 8
+    assert summary.data["paper_test_acc"]["cnn, shuffled"] == 56.0
+    assert summary.table.num_rows == 6 * 4
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from genlab.studies.mnist1d_baselines.figures import figures
+
+    ((title, fig),) = figures(summary.data, summary.table)
+    assert "paper's table" in title
+    plt.close(fig)
