@@ -34,6 +34,11 @@ def _figures(data, table):
     return [("Train accuracy of the fake run", fig)]
 
 
+def _tables(data):
+    return [("Ours beside the paper's", ("model", "paper (%)", "ours (%)"),
+             [{"model": "mlp", "paper (%)": 68.0, "ours (%)": 66.123456}])]
+
+
 @pytest.fixture
 def report_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """tmp_path with params.yaml, data/<study>/ for every declared study (only PRESENT's holds a
@@ -41,7 +46,8 @@ def report_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     import genlab.studies
 
     # genlab.report.collect imports the loader of a study's figures when it runs
-    real, fake = genlab.studies.load_figures, types.SimpleNamespace(figures=_figures)
+    real, fake = genlab.studies.load_figures, types.SimpleNamespace(figures=_figures,
+                                                                   tables=_tables)
     monkeypatch.setattr(genlab.studies, "load_figures",
                         lambda name: fake if name == PRESENT else real(name))
     (tmp_path / "params.yaml").write_text(ci_params_text())

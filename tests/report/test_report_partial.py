@@ -38,6 +38,9 @@ def test_partial_report_has_toc_missing_studies_and_wall_times(report_workspace:
     assert html.count("<strong>Not run yet</strong>") == len(declared) - 1
     assert f'<td><a href="#{PRESENT}">{PRESENT}</a></td>' in html  # the claims table links it
     assert "<svg" in html and "Train accuracy of the fake run" in html
+    # a study's own tables (its figures module's tables()) follow its figures
+    assert "<caption>Ours beside the paper's</caption>" in html.replace("&#39;", "'")
+    assert "<td>mlp</td><td>68</td><td>66.12</td>" in html
     assert re.search(r"<code>random_labels/train</code></td><td>3\.6</td>", html)
     assert re.search(r"<code>random_labels/synthesize</code></td><td>≈ 1\.2</td>", html)
     claims = json.loads((report_workspace / "reports/claims.json").read_text())["claims"]

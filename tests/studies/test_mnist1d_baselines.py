@@ -96,6 +96,28 @@ def test_the_comparison_is_paired_by_seed() -> None:
     assert result.effect["interval"] == pytest.approx([1.0, 1.0])
 
 
+def test_the_table_sets_ours_beside_the_papers_with_the_claims_interval() -> None:
+    from genlab.studies.intervals import mean_interval
+    from genlab.studies.mnist1d_baselines.figures import tables
+
+    acc = near_paper((-1.0, 0.0, 2.5))
+    data = summarize_data(metrics(acc))
+    ((_, columns, rows),) = tables(data)
+    assert columns == ("model", "data", "paper (%)", "ours (%)", "95% interval", "n")
+    cnn = rows[2]
+    expected = mean_interval([93.0, 94.0, 96.5])
+    assert cnn["ours (%)"] == round(expected.value, 2) and cnn["n"] == 3
+    assert cnn["95% interval"] == [round(v, 2) for v in expected.interval]
+
+
+def summarize_data(m: dict[str, dict]) -> dict:
+    import pyarrow as pa
+
+    config = tiny_config()
+    return summarize(config, m, {run: pa.table({"step": [0], "test_acc": [0.5],
+                                                "train_acc": [0.5]}) for run in m}).data
+
+
 def test_diverged_runs_and_single_seeds_are_not_run_with_a_reason() -> None:
     acc = {("mlp", False): [68.0, 68.0], ("cnn", False): [94.0, 94.0]}
     results = check_claims(metrics(acc, diverged={("cnn", False, 1)}), RULES)
@@ -150,8 +172,14 @@ def test_tiny_runs_of_each_model_and_their_summary() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from genlab.studies.mnist1d_baselines.figures import figures
+    from genlab.studies.mnist1d_baselines.figures import figures, tables
 
     ((title, fig),) = figures(summary.data, summary.table)
     assert "paper's table" in title
     plt.close(fig)
+    ((caption, columns, rows),) = tables(summary.data)
+    assert [(r["model"], r["data"], r["paper (%)"], r["n"]) for r in rows[:3]] == [
+        ("logistic", "MNIST-1D, plain", 32.0, 1), ("mlp", "MNIST-1D, plain", 68.0, 1),
+        ("cnn", "MNIST-1D, plain", 94.0, 1)]
+    assert "95% interval" not in rows[0] and rows[5]["data"] == "MNIST-1D, shuffled"
+    assert rows[0]["ours (%)"] == round(summary.data["test_acc"]["logistic, plain"]["0"], 2)

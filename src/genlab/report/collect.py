@@ -25,6 +25,16 @@ class AnalysisSection:
 
 
 @dataclass(frozen=True)
+class StudyTable:
+    """A table a study's figures module adds to its section (``tables(data)``): e.g. its numbers
+    beside a paper's."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class StudySection:
     name: str
     title: str
@@ -36,6 +46,7 @@ class StudySection:
     provenance: dict[str, Any]
     # the post-hoc analyses of every run (genlab.report.analyses), with figures as inline SVG
     analyses: list[AnalysisSection] = field(default_factory=list)
+    tables: list[StudyTable] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -160,13 +171,17 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
         data = read_json(folder / "summary.json")
         table = read_parquet(folder / "summary.parquet")
         spec = STUDIES[name]
-        figures = [(caption, figure_to_svg(fig))
-                   for caption, fig in load_figures(name).figures(data, table)]
+        drawn = load_figures(name)
+        figures = [(caption, figure_to_svg(fig)) for caption, fig in drawn.figures(data, table)]
+        # optional: a study whose figures module has tables(data) shows them under its figures
+        tables = [StudyTable(caption, tuple(columns), rows)
+                  for caption, columns, rows in getattr(drawn, "tables", lambda _: [])(data)]
         runs = [{"run": run, **metrics} for run, metrics in data.get("runs", {}).items()]
         sections.append(StudySection(
             name=name, title=spec.title, description=config.description, claims=data["claims"],
             figures=figures, run_columns=spec.run_columns, runs=runs,
-            provenance=data["provenance"], analyses=_analyses(data, folder, config)))
+            provenance=data["provenance"], analyses=_analyses(data, folder, config),
+            tables=tables))
     if sections:
         first = sections[0].provenance
     else:  # nothing has run: what this process would record

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from genlab.report.bands import mean_and_interval, plot_mean_band
+from genlab.studies.intervals import mean_interval
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -70,3 +71,26 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
              "spatially shuffled series: left, the final accuracy of each seed (dots) and their "
              "mean with its 95% interval against the paper's table (black line; grey, the "
              "±3-point band of the claim); right, test accuracy over training", fig)]
+
+
+def tables(data: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], list[dict[str, Any]]]]:
+    """The paper's table and ours side by side: per model and variant, the paper's number, our
+    mean over seeds with the 95% interval the claim is judged by, and n."""
+    rows = []
+    for name in VARIANTS:
+        for model in MODELS:
+            condition = f"{model}, {name}"
+            seeds = [v for v in data["test_acc"].get(condition, {}).values()
+                     if v is not None and np.isfinite(v)]
+            row: dict[str, Any] = {"model": model, "data": f"MNIST-1D, {name}",
+                                   "paper (%)": data["paper_test_acc"][condition], "n": len(seeds)}
+            if seeds:
+                estimate = mean_interval(seeds)
+                row["ours (%)"] = round(estimate.value, 2)
+                if estimate.interval is not None:
+                    row["95% interval"] = [round(v, 2) for v in estimate.interval]
+            rows.append(row)
+    columns = ("model", "data", "paper (%)", "ours (%)", "95% interval", "n")
+    return [("Final test accuracy: the MNIST-1D paper's table (one run on its pickled dataset) "
+             "and ours (mean over seeds, each its own draw from the package's generator)",
+             columns, rows)]
