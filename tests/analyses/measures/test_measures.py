@@ -431,7 +431,11 @@ def test_every_measure_of_a_trained_mlp_is_a_number_or_nan_with_a_reason() -> No
                          settings=settings)
     values = compute_measures(full)
     assert set(values) == set(MEASURES)
-    assert all(math.isfinite(v.value) and v.reason is None for v in values.values()), {
+    # this MLP's layers have < 20 eigenvalues: too few for the power-law fit (test_heavy_tail)
+    tails = {"alpha_mean", "alpha_weighted"}
+    assert all("20 eigenvalues" in values[name].reason for name in tails)
+    assert all(math.isfinite(v.value) and v.reason is None
+               for name, v in values.items() if name not in tails), {
         name: v for name, v in values.items() if v.reason or not math.isfinite(v.value)}
     assert values["steps_to_loss"].value == 20.0
     assert all(m.sign in (-1, 1) and m.description for m in MEASURES.values())

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
@@ -42,6 +43,12 @@ from genlab.analyses.dimension.estimators import TwoNN
 from genlab.analyses.dimension.representations import layer_representations
 from genlab.analyses.measures.collapse import NeuralCollapse, neural_collapse
 from genlab.analyses.measures.flatness import pac_bayes_sigma, worst_case_alpha
+from genlab.analyses.measures.heavy_tail import (
+    EIGENVALUE_FLOOR,
+    MIN_EIGENVALUES,
+    PowerLawFit,
+    layer_fits,
+)
 from genlab.analyses.measures.norms import (
     LayerNorms,
     layer_norms,
@@ -368,6 +375,32 @@ def path_norm_over_margin(inputs: MeasureInputs) -> float:
 @register("path_norm", "Σ_paths Π w² = Σ f_{w²}(𝟏) for ReLU networks (eq. 44)")
 def path_norm_measure(inputs: MeasureInputs) -> float:
     return _path_norm(inputs)
+
+
+# Heavy-tailed spectra (Martin & Mahoney 2021; not in Jiang et al.'s comparison)
+
+
+def _power_law_fits(inputs: MeasureInputs) -> list[PowerLawFit]:
+    def compute() -> list[PowerLawFit]:
+        fits = layer_fits(inputs.model)
+        if not fits:
+            raise Unavailable(f"no Linear layer has {MIN_EIGENVALUES} eigenvalues above "
+                              f"{EIGENVALUE_FLOOR:g} (weightwatcher's power-law fit needs them)")
+        return fits
+
+    return inputs.cached("power-law", compute)
+
+
+@register("alpha_mean", "mean over Linear layers of the power-law exponent α of the ESD's tail "
+          "(Martin & Mahoney 2021; weightwatcher's fit; layers with < 20 eigenvalues left out)")
+def alpha_mean(inputs: MeasureInputs) -> float:
+    return float(np.mean([fit.alpha for fit in _power_law_fits(inputs)]))
+
+
+@register("alpha_weighted", "mean over Linear layers of α log10 λ_max, weightwatcher's α̂ "
+          "(Martin & Mahoney 2021)")
+def alpha_weighted(inputs: MeasureInputs) -> float:
+    return float(np.mean([fit.alpha_weighted for fit in _power_law_fits(inputs)]))
 
 
 # Flatness (§C.6-7)
