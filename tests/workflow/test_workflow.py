@@ -84,13 +84,14 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     assert project.snakemake_plan() == set()
     assert project.dvc_repro() == set()
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
-    # one entry per claim and condition (the ci preset runs eos_gd at two η, one σ_p and one
-    # class spread)
+    # one entry per claim and condition (the ci preset runs eos_gd at two η, one σ_p, one
+    # class spread, and the MLP and CNN baselines alone on MNIST-1D: 4 table entries + 2)
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 2, "eos_gd": 8,
                                                    "sgd_stability": 3, "intrinsic_dim": 6,
                                                    "influence": 6, "mislabel_detection": 3,
-                                                   "measures_grid": 2, "neural_collapse": 4}
+                                                   "measures_grid": 2, "neural_collapse": 4,
+                                                   "mnist1d_baselines": 6}
 
 
 def test_every_rule_logs(project: Project) -> None:
