@@ -1,0 +1,69 @@
+"""The shortcuts recording takes inside DVC's commit give DVC's own answers: params read once
+per file content, and git's index read once."""
+
+from __future__ import annotations
+
+import subprocess
+
+from dvc.dependency import param
+from dvc_objects.fs.local import LocalFileSystem
+
+from genlab.workflow.sync import _params_read_once, _tracked_from_one_index_read
+
+PARAMS = """\
+studies:
+  a:
+    data: {n: 3, seed: 0}
+    runs:
+      r-1: {lr: 0.1}
+      r.2: {lr: 0.2}
+    widths: [5, 10, 20]
+scale: default
+"""
+KEYS = ["studies.a.data", "studies.a.runs.r-1", "studies.a.widths.1", "scale", "missing.key",
+        "studies.a.data.n"]
+
+
+def test_params_are_read_as_dvc_reads_them(tmp_path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(PARAMS)
+    fs = LocalFileSystem()
+    expected = param.read_param_file(fs, str(path), KEYS, flatten=True)
+    assert expected["studies.a.widths.1"] == 10 and "missing.key" not in expected
+    with _params_read_once():
+        first = param.read_param_file(fs, str(path), KEYS, flatten=True)
+        first["scale"] = "edited by a caller"  # each caller gets its own copy
+        again = param.read_param_file(fs, str(path), KEYS, flatten=True)
+        path.write_text(PARAMS.replace("n: 3", "n: 4"))  # an edit is read, not served stale
+        edited = param.read_param_file(fs, str(path), KEYS, flatten=True)
+        whole = param.read_param_file(fs, str(path))  # other calls go to DVC's own reader
+    assert again == expected
+    assert edited["studies.a.data"] == {"n": 4, "seed": 0} and edited["studies.a.data.n"] == 4
+    assert whole["scale"] == "default"
+    assert param.read_param_file.__module__ == "dvc.dependency.param"  # put back
+
+
+def test_is_tracked_from_one_index_read(tmp_path) -> None:
+    from scmrepo.git import Git
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py").write_text("a = 1\n")
+    (tmp_path / "top.txt").write_text("x\n")
+    (tmp_path / "untracked.txt").write_text("y\n")
+    (tmp_path / "src" / "pkgs").mkdir()
+    git("add", "src/pkg/a.py", "top.txt")
+    scm = Git(str(tmp_path))
+    try:
+        fast = _tracked_from_one_index_read(scm)
+        for rel in ("src", "src/pkg", "src/pkg/a.py", "top.txt", "untracked.txt", "src/pkgs",
+                    "src/pk", "data"):
+            path = str(tmp_path / rel)
+            assert fast(path) == scm.is_tracked(path), rel
+        assert fast(str(tmp_path / "src/pkg")) and not fast(str(tmp_path / "src/pk"))
+    finally:
+        scm.close()
+
