@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
 from genlab.studies.claims import decide_units, declare
+from genlab.studies.intervals import mean_interval
 from genlab.studies.mnist1d_baselines.settings import (
     CITATION,
     NAME,
@@ -57,8 +58,22 @@ def accuracies(metrics: Mapping[str, Mapping[str, Any]]
     return {key: dict(sorted(seeds.items())) for key, seeds in out.items()}
 
 
-def _condition(model: str | None, shuffled: bool) -> str:
+def condition(model: str | None, shuffled: bool) -> str:
+    """A claim entry's condition, and the key of the summary's per-condition numbers."""
     return variant(shuffled) if model is None else f"{model}, {variant(shuffled)}"
+
+
+def accuracy_estimates(acc: Mapping[tuple[str, bool], Mapping[int, float | None]]
+                       ) -> dict[str, dict[str, Any]]:
+    """condition -> the mean final test accuracy (%) over its seeds with the 95% interval the
+    table claim is judged by (the claim shifts both by the paper's number), and n; what the
+    report's table and figure show."""
+    out = {}
+    for (model, shuffled), seeds in sorted(acc.items()):
+        measured = [a for a in seeds.values() if a is not None]
+        if measured:
+            out[condition(model, shuffled)] = mean_interval(measured).to_json()
+    return out
 
 
 def _difference(acc: Mapping[tuple[str, bool], Mapping[int, float | None]],
@@ -83,7 +98,7 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                 CLAIMS["table"], rules.table,
                 {seed: None if a is None else a - paper for seed, a in seeds.items()},
                 {"paper_test_acc": paper, "test_acc": {str(s): a for s, a in seeds.items()}},
-                condition=_condition(model, shuffled)))
+                condition=condition(model, shuffled)))
     for key, shuffled in (("cnn_over_mlp", False), ("cnn_over_mlp_shuffled", True)):
         if ("cnn", shuffled) in acc or ("mlp", shuffled) in acc:
             claims.append(decide_units(
@@ -91,7 +106,7 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                 {f"{model}_test_acc": {str(s): a for s, a in acc.get((model, shuffled),
                                                                        {}).items()}
                  for model in ("cnn", "mlp")},
-                condition=_condition(None, shuffled)))
+                condition=condition(None, shuffled)))
     return claims
 
 
@@ -99,9 +114,11 @@ def summarize(config: BaselinesConfig, metrics: Mapping[str, Mapping[str, Any]],
               histories: Mapping[str, pa.Table]) -> Summary:
     acc = accuracies(metrics)
     data = {"study": NAME,
-            "paper_test_acc": {_condition(m, s): v for (m, s), v in PAPER_TEST_ACCURACY.items()},
-            "test_acc": {_condition(m, s): {str(k): v for k, v in seeds.items()}
+            "paper_test_acc": {condition(m, s): v for (m, s), v in PAPER_TEST_ACCURACY.items()},
+            "table_rule": config.claims.table,
+            "test_acc": {condition(m, s): {str(k): v for k, v in seeds.items()}
                          for (m, s), seeds in sorted(acc.items())},
+            "test_acc_estimate": accuracy_estimates(acc),
             "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
     table = stack_histories(histories, metrics, ("model", "shuffle_seq", "seed"))
     return Summary(data=data, claims=tuple(check_claims(metrics, config.claims)), table=table)

@@ -9,41 +9,45 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pyarrow as pa
 
-from genlab.report.bands import mean_and_interval, plot_mean_band
-from genlab.studies.intervals import mean_interval
+from genlab.claim_rules import Rule
+from genlab.report.bands import plot_mean_band
+from genlab.studies.mnist1d_baselines.claims import MODELS, VARIANTS, condition
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-MODELS = ("logistic", "mlp", "cnn")
 COLOURS = {"logistic": "tab:red", "mlp": "tab:green", "cnn": "tab:blue"}
-VARIANTS = ("plain", "shuffled")
-TABLE_MARGIN = 3.0  # percentage points: the band the params.yaml rule names, drawn for reading
 
 
 def _accuracy_panel(ax: Any, data: Mapping[str, Any]) -> None:
-    """Each model's test accuracy per variant: seeds as dots, the mean with its 95% interval,
-    and the paper's number with a ±3-point band."""
-    for i, name in enumerate(VARIANTS):
+    """Each model's test accuracy per variant: seeds as dots, the mean with the 95% interval the
+    claim is judged by, and the paper's number with the band the params.yaml rule allows."""
+    rule = Rule.parse(data["table_rule"])
+    for i, shuffled in enumerate(VARIANTS):
         for j, model in enumerate(MODELS):
-            condition = f"{model}, {name}"
+            key = condition(model, shuffled)
             x = i * (len(MODELS) + 1) + j
-            paper = data["paper_test_acc"][condition]
-            ax.add_patch(plt.Rectangle((x - 0.4, paper - TABLE_MARGIN), 0.8, 2 * TABLE_MARGIN,
-                                       color="0.85", linewidth=0))
+            paper = data["paper_test_acc"][key]
+            if rule.op == "within":  # a one-sided rule has no band to draw
+                low, high = rule.threshold  # type: ignore[misc]
+                ax.add_patch(plt.Rectangle((x - 0.4, paper + low), 0.8, high - low,
+                                           color="0.85", linewidth=0))
             ax.plot([x - 0.4, x + 0.4], [paper, paper], color="black", linewidth=1.5,
-                    label="paper's table (± 3 points)" if x == 0 else None)
-            seeds = [v for v in data["test_acc"].get(condition, {}).values()
+                    label=f"paper's table (grey: ours − paper {rule})" if x == 0 else None)
+            seeds = [v for v in data["test_acc"].get(key, {}).values()
                      if v is not None and np.isfinite(v)]
-            if not seeds:
+            estimate = data["test_acc_estimate"].get(key)
+            if estimate is None:
                 continue
             ax.plot([x] * len(seeds), seeds, ".", color=COLOURS[model], alpha=0.5)
-            _, mean, low, high = mean_and_interval({x: seeds})
-            ax.errorbar([x], mean, yerr=[mean - low, high - mean], fmt="o",
+            mean = estimate["estimate"]
+            low, high = estimate["interval"] or (mean, mean)
+            ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="o",
                         color=COLOURS[model], capsize=4,
                         label=f"{model} (mean ± 95% CI)" if i == 0 else None)
     ticks = [i * (len(MODELS) + 1) + j for i in range(len(VARIANTS)) for j in range(len(MODELS))]
-    ax.set_xticks(ticks, [f"{m}\n{v}" for v in VARIANTS for m in MODELS], fontsize=8)
+    ax.set_xticks(ticks, [f"{m}\n{condition(None, v)}" for v in VARIANTS for m in MODELS],
+                  fontsize=8)
     ax.set_ylabel("final test accuracy (%)")
     ax.set_ylim(0, 100)
     ax.grid(axis="y", alpha=0.3)
@@ -55,13 +59,13 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     _accuracy_panel(bars, data)
     rows = table.to_pylist()
     for model in MODELS:
-        for shuffled, style in ((False, "-"), (True, "--")):
+        for shuffled, style in zip(VARIANTS, ("-", "--"), strict=True):
             by_step: dict[float, list[float]] = {}
             for r in rows:
                 if r["model"] == model and bool(r["shuffle_seq"]) == shuffled:
                     by_step.setdefault(r["step"], []).append(100.0 * r["test_acc"])
             plot_mean_band(curves, by_step, color=COLOURS[model], style=style,
-                           label=f"{model}, {'shuffled' if shuffled else 'plain'}")
+                           label=condition(model, shuffled))
     curves.set_xlabel("Adam step")
     curves.set_ylabel("test accuracy (%)")
     curves.grid(alpha=0.3)
@@ -77,18 +81,17 @@ def tables(data: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], list[dic
     """The paper's table and ours side by side: per model and variant, the paper's number, our
     mean over seeds with the 95% interval the claim is judged by, and n."""
     rows = []
-    for name in VARIANTS:
+    for shuffled in VARIANTS:
         for model in MODELS:
-            condition = f"{model}, {name}"
-            seeds = [v for v in data["test_acc"].get(condition, {}).values()
-                     if v is not None and np.isfinite(v)]
-            row: dict[str, Any] = {"model": model, "data": f"MNIST-1D, {name}",
-                                   "paper (%)": data["paper_test_acc"][condition], "n": len(seeds)}
-            if seeds:
-                estimate = mean_interval(seeds)
-                row["ours (%)"] = round(estimate.value, 2)
-                if estimate.interval is not None:
-                    row["95% interval"] = [round(v, 2) for v in estimate.interval]
+            key = condition(model, shuffled)
+            row: dict[str, Any] = {"model": model, "data": f"MNIST-1D, {condition(None, shuffled)}",
+                                   "paper (%)": data["paper_test_acc"][key], "n": 0}
+            estimate = data["test_acc_estimate"].get(key)
+            if estimate is not None:
+                row["ours (%)"] = round(estimate["estimate"], 2)
+                row["n"] = estimate["n"]
+                if estimate["interval"] is not None:
+                    row["95% interval"] = [round(v, 2) for v in estimate["interval"]]
             rows.append(row)
     columns = ("model", "data", "paper (%)", "ours (%)", "95% interval", "n")
     return [("Final test accuracy: the MNIST-1D paper's table (one run on its pickled dataset) "
