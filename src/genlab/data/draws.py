@@ -27,7 +27,8 @@ from genlab.seeding import derive_seed
 DRAW_SEED_PURPOSE = "draw"
 
 
-def _data_fields(config: Any) -> tuple[str, ...]:
+def data_fields(config: Any) -> tuple[str, ...]:
+    """The run fields that set data fields of the run's draw (the study's data conditions)."""
     return tuple(getattr(config, "DATA_FIELDS", ()))
 
 
@@ -38,7 +39,7 @@ def seeds(config: Any) -> list[int]:
 
 def draw_id(config: Any, run: Any) -> str:
     """The id of ``run``'s data draw (``s0``; ``s0-noise_std=0.05`` with a data condition)."""
-    overrides = "".join(f"-{field}={getattr(run, field)}" for field in _data_fields(config))
+    overrides = "".join(f"-{field}={getattr(run, field)}" for field in data_fields(config))
     return f"{seed_folder(run.seed)}{overrides}"
 
 
@@ -56,7 +57,7 @@ def data_draws(config: Any, seed: int | None = None) -> dict[str, dict[str, Any]
             continue
         draws.setdefault(draw_id(config, run), {
             "seed": derive_seed(config.data.seed, DRAW_SEED_PURPOSE, run.seed) % 2**32,
-            **{field: getattr(run, field) for field in _data_fields(config)}})
+            **{field: getattr(run, field) for field in data_fields(config)}})
     return draws
 
 
@@ -67,4 +68,4 @@ def draw_settings(config: Any, draw: str) -> Any:
     return config.model_copy(update={"data": data})
 
 
-__all__ = ["data_draws", "draw_id", "draw_settings", "run_draw_id", "seeds"]
+__all__ = ["data_draws", "data_fields", "draw_id", "draw_settings", "run_draw_id", "seeds"]

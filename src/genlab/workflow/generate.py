@@ -36,7 +36,7 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
-from genlab.data.draws import seeds
+from genlab.data.draws import data_fields, seeds
 from genlab.stages.settings import stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
@@ -152,7 +152,6 @@ class _Builder:
         runs = str(paths.runs_dir(name))
         # one synthesize stage per seed (its own folder of draws): adding a seed adds a stage
         # and leaves the others, and the runs trained on their folders, as they were
-        conditions = tuple(getattr(config, "DATA_FIELDS", ()))
         out: dict[str, Any] = {}
         for seed in seeds(config):
             stage = f"{name}_synthesize_{paths.seed_folder(seed)}"
@@ -162,7 +161,7 @@ class _Builder:
                             "--seed", str(seed), "--out", str(dataset)),
                 "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
                 # a study whose runs carry data conditions names its draws in its runs
-                "params": [f"{key}.data", *([f"{key}.runs"] if conditions else [])],
+                "params": [f"{key}.data", *([f"{key}.runs"] if data_fields(config) else [])],
                 "outs": [*paths.draw_files(name, seed), str(folder / paths.DATASET_PROVENANCE),
                          _stamp(stage)],
                 "meta": {"log": _log(name, f"synthesize_{paths.seed_folder(seed)}")},
