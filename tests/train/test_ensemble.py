@@ -79,14 +79,19 @@ def test_matches_the_loop_model_by_model(tiny_mixture, tiny_mlp, tiny_sgd, metho
         # a budget that is not a multiple of eval_every: its last row is off the cadence
         tiny_sgd.model_copy(update={"lr": 0.2, "momentum": 0.5, "max_steps": 95}),
         tiny_sgd.model_copy(update={"momentum": 0.0, "schedule": "cosine"}),
+        # Jiang et al.'s stop: a training cross-entropy, not an accuracy
+        tiny_sgd.model_copy(update={"stop_at_train_acc": None, "stop_at_train_loss": 0.3}),
     ]
-    models = _models(tiny_mlp, 4, x.shape[1], n_classes)
-    alone = _models(tiny_mlp, 4, x.shape[1], n_classes)
+    labels = torch.cat([labels, labels[:1]])
+    models = _models(tiny_mlp, 5, x.shape[1], n_classes)
+    alone = _models(tiny_mlp, 5, x.shape[1], n_classes)
     want = _one_by_one(alone, x, labels, x_test, y_test, settings)
-    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(4),
+    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(5),
                                     method=method)
     # the runs stop for different reasons at different steps, so models leave the stack mid-way
     assert {r.status for r in want} == {"fitted", "budget"}
+    assert want[4].status == "fitted" and want[4].final.train_loss <= 0.3 < want[4].history[
+        -2].train_loss and want[4].steps != want[0].steps
     for g, w, model, reference in zip(got, want, models, alone, strict=True):
         _assert_same(g, w)
         _assert_same_parameters(model, reference)

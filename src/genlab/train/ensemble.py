@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from genlab.models.mlp import MLP
 from genlab.progress import progress
 from genlab.settings import TrainSettings
-from genlab.train.loop import EvalRow, MinibatchSampler, TrainResult, lr_factor
+from genlab.train.loop import EvalRow, MinibatchSampler, TrainResult, lr_factor, reached_stop
 
 Method = Literal["auto", "bmm", "vmap"]
 
@@ -371,9 +371,6 @@ def _validate(models: Sequence[nn.Module], x_train: Tensor, y_train: Tensor, x_t
         if s.optimizer != "sgd" or s.loss != "cross_entropy":
             raise ValueError("the ensemble trains with SGD on cross-entropy; got optimizer "
                              f"{s.optimizer!r} and loss {s.loss!r} (train_classifier does those)")
-        if s.stop_at_train_loss is not None:
-            raise ValueError("the ensemble stops on train accuracy only; stop_at_train_loss "
-                             "needs train_classifier")
     for name in ("eval_every", "batch_size"):
         values = sorted({getattr(s, name) for s in settings})
         if len(values) > 1:
@@ -481,8 +478,7 @@ def train_classifier_ensemble(models: Sequence[nn.Module], x_train: Tensor, y_tr
         state.write_back(row, models[k])
 
     def fitted(row: EvalRow, k: int) -> bool:
-        stop = settings[k].stop_at_train_acc
-        return stop is not None and row.train_acc >= stop
+        return reached_stop(row, settings[k])
 
     def drop_finished() -> None:
         state.keep([r for r, k in enumerate(state.models) if results[k] is None])

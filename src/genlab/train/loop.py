@@ -40,15 +40,22 @@ class EvalRow:
 
 @dataclass(frozen=True)
 class TrainResult:
-    status: str  # "fitted" (reached stop_at_train_acc), "budget" (ran out of steps), "diverged"
+    status: str  # "fitted" (met the stop rule, reached_stop), "budget" (out of steps), "diverged"
     steps: int  # optimizer steps taken
-    fit_step: int | None  # first evaluated step with train accuracy >= the stop threshold
+    fit_step: int | None  # first evaluated step that met the stop rule
     diverged_step: int | None
     history: tuple[EvalRow, ...] = field(repr=False)
 
     @property
     def final(self) -> EvalRow:
         return self.history[-1]
+
+
+def reached_stop(row: EvalRow, s: TrainSettings) -> bool:
+    """Whether an evaluation meets the recipe's stop rule: train accuracy at or above
+    ``stop_at_train_acc``, or train loss at or below ``stop_at_train_loss`` (either one)."""
+    return ((s.stop_at_train_acc is not None and row.train_acc >= s.stop_at_train_acc)
+            or (s.stop_at_train_loss is not None and row.train_loss <= s.stop_at_train_loss))
 
 
 @torch.no_grad()
@@ -166,8 +173,7 @@ def train_classifier(model: nn.Module, x_train: torch.Tensor, y_train: torch.Ten
         return row
 
     def fitted(row: EvalRow) -> bool:
-        return ((s.stop_at_train_acc is not None and row.train_acc >= s.stop_at_train_acc)
-                or (s.stop_at_train_loss is not None and row.train_loss <= s.stop_at_train_loss))
+        return reached_stop(row, s)
 
     full_batch = s.optimizer == "gd"
     sampler = None if full_batch else MinibatchSampler(len(x_train), s.batch_size, generator)
