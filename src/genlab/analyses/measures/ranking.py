@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -143,6 +143,23 @@ class ConditionalMI:
     per_set: dict[tuple[str, ...], float]  # Î for every conditioning set
 
 
+def _conditioning_cells(coded: Mapping[str, tuple[np.ndarray, int]], k: np.ndarray,
+                        l_: np.ndarray, max_conditioning: int
+                        ) -> Iterator[tuple[tuple[str, ...], np.ndarray, int]]:
+    """For each set S of at most ``max_conditioning`` hyperparameters (the empty set first):
+    S, the cell of U_S = (θ_S^k, θ_S^l) of each pair (k, l) as 0 … C−1, and C."""
+    names: Sequence[str] = list(coded)
+    for size in range(min(max_conditioning, len(names)) + 1):
+        for subset in itertools.combinations(names, size):
+            cell = np.zeros(len(k), dtype=np.int64)
+            for name in subset:
+                codes, levels = coded[name]
+                cell = (cell * levels + codes[k]) * levels + codes[l_]
+            _, cell = np.unique(cell, return_inverse=True)
+            cell = cell.reshape(-1)
+            yield subset, cell, int(cell.max()) + 1
+
+
 def conditional_mutual_information(measure: ArrayLike, gap: ArrayLike,
                                    hyperparams: Mapping[str, ArrayLike],
                                    max_conditioning: int = 2) -> ConditionalMI:
@@ -156,17 +173,9 @@ def conditional_mutual_information(measure: ArrayLike, gap: ArrayLike,
     k, l_ = np.nonzero(~np.eye(len(x), dtype=bool))  # ordered pairs k ≠ l
     outcome = 2 * (y[k] > y[l_]).astype(np.int64) + (x[k] > x[l_]).astype(np.int64)
     per_set: dict[tuple[str, ...], float] = {}
-    names: Sequence[str] = list(coded)
-    for size in range(min(max_conditioning, len(names)) + 1):
-        for subset in itertools.combinations(names, size):
-            cell = np.zeros(len(k), dtype=np.int64)
-            for name in subset:
-                codes, levels = coded[name]
-                cell = (cell * levels + codes[k]) * levels + codes[l_]
-            _, cell = np.unique(cell, return_inverse=True)
-            cell = cell.reshape(-1)
-            joint = np.bincount(cell * 4 + outcome, minlength=4 * (int(cell.max()) + 1))
-            per_set[subset] = normalized_cmi(joint.reshape(-1, 2, 2))
+    for subset, cell, cells in _conditioning_cells(coded, k, l_, max_conditioning):
+        joint = np.bincount(cell * 4 + outcome, minlength=4 * cells)
+        per_set[subset] = normalized_cmi(joint.reshape(-1, 2, 2))
     defined = {s: v for s, v in per_set.items() if not math.isnan(v)}
     if not defined:
         return ConditionalMI(math.nan, (), per_set)
@@ -174,5 +183,133 @@ def conditional_mutual_information(measure: ArrayLike, gap: ArrayLike,
     return ConditionalMI(defined[argmin], argmin, per_set)
 
 
-__all__ = ["ConditionalMI", "GranulatedKendall", "TauVariant", "conditional_mutual_information",
-           "granulated_kendall", "kendall_tau", "normalized_cmi"]
+@dataclass(frozen=True)
+class RankingStatistics:
+    """τ_b, Ψ and the CMI score K of several measures over the same models, one entry each."""
+
+    tau: np.ndarray
+    psi: np.ndarray
+    cmi: np.ndarray
+
+
+def _pair_signs(values: np.ndarray, k: np.ndarray, l_: np.ndarray) -> np.ndarray:
+    """sign(v_k − v_l) per row of ``values`` and pair, 0 where either is NaN."""
+    a, b = values[..., k], values[..., l_]
+    return np.where(np.isnan(a) | np.isnan(b), 0.0, np.sign(a - b))
+
+
+def _tau_by_group(sx: np.ndarray, sy: np.ndarray, defined: np.ndarray, group: np.ndarray,
+                  n_groups: int) -> np.ndarray:
+    """τ_b of each row of ``sx`` within each group of pairs (``group`` per pair, −1: none);
+    NaN where a group has no untied pair in the measure or the gap."""
+    onehot = np.zeros((len(group), n_groups))
+    use = np.nonzero(group >= 0)[0]
+    onehot[use, group[use]] = 1.0
+    s, ux, uy = (sx * sy) @ onehot, np.abs(sx) @ onehot, np.abs(sy) @ onehot
+    out = np.full(s.shape, np.nan)
+    ok = (ux > 0) & (uy > 0)
+    out[ok] = s[ok] / np.sqrt(ux[ok] * uy[ok])
+    return out
+
+
+def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+    """The mean of each row's defined entries; NaN for a row with none."""
+    count = (~np.isnan(values)).sum(axis=1)
+    total = np.nansum(values, axis=1)
+    return np.divide(total, count, out=np.full(len(values), np.nan), where=count > 0)
+
+
+def _normalized_cmi_rows(joint: np.ndarray) -> np.ndarray:
+    """:func:`normalized_cmi` of each ``joint[r]`` (cells, 2, 2); NaN where a row is empty or
+    H(V_g | U) = 0."""
+    total = joint.sum(axis=(1, 2, 3))
+    weight = np.divide(joint.sum(axis=(2, 3)), total[:, None],
+                       out=np.zeros(joint.shape[:2]), where=total[:, None] > 0)
+    h_g = _entropy_bits(joint.sum(axis=3))
+    h_m = _entropy_bits(joint.sum(axis=2))
+    mutual = h_g + h_m - _entropy_bits(joint.reshape(*joint.shape[:2], 4))
+    conditional_h = (weight * h_g).sum(axis=1)
+    return np.divide((weight * mutual).sum(axis=1), conditional_h,
+                     out=np.full(len(joint), np.nan), where=conditional_h > 0)
+
+
+def ranking_statistics(measures: ArrayLike, gap: ArrayLike, hyperparams: Mapping[str, ArrayLike],
+                       max_conditioning: int = 2) -> RankingStatistics:
+    """:func:`kendall_tau` (τ_b), :func:`granulated_kendall`'s Ψ and
+    :func:`conditional_mutual_information`'s score for every row of ``measures`` (M, N) at once,
+    equal to those functions row by row (tested): built for bootstrap resamples, where the
+    pairs, groups and conditioning cells are shared by every measure. ``gap`` must be defined
+    for every model; a measure's NaN entries drop its pairs with that model. ``hyperparams``
+    may be empty (Ψ and the CMI score are then NaN)."""
+    x = np.atleast_2d(np.asarray(measures, dtype=np.float64))
+    y = np.asarray(gap, dtype=np.float64).reshape(-1)
+    m, n = x.shape
+    if len(y) != n or np.isnan(y).any():
+        raise ValueError(f"gap must hold {n} defined values")
+    k, l_ = np.triu_indices(n, 1)
+    finite = ~np.isnan(x)
+    defined = (finite[:, k] & finite[:, l_]).astype(np.float64)
+    sx, sy = _pair_signs(x, k, l_), np.sign(y[k] - y[l_])[None, :] * defined
+    whole = np.zeros(len(k), dtype=np.int64)
+    tau = _tau_by_group(sx, sy, defined, whole, 1)[:, 0]
+    codes = {name: _codes(values, n, name) for name, values in hyperparams.items()}
+    psi = np.full(m, np.nan)
+    if codes:
+        per = []
+        for name in codes:
+            others = [codes[o][0] for o in codes if o != name]
+            keys = np.stack(others, axis=1) if others else np.zeros((n, 1), dtype=np.int64)
+            _, group_of = np.unique(keys, axis=0, return_inverse=True)
+            group_of = group_of.reshape(-1)
+            pair_group = np.where(group_of[k] == group_of[l_], group_of[k], -1)
+            per.append(_nanmean_rows(_tau_by_group(sx, sy, defined, pair_group,
+                                                   int(group_of.max()) + 1)))
+        psi = _nanmean_rows(np.stack(per, axis=1))
+    cmi = np.full(m, np.nan)
+    if codes:
+        ok, ol = np.nonzero(~np.eye(n, dtype=bool))  # ordered pairs k ≠ l
+        outcome = 2 * (y[ok] > y[ol]).astype(np.int64)[None, :] + (x[:, ok] > x[:, ol])
+        weight = (finite[:, ok] & finite[:, ol]).astype(np.float64)
+        for _, cell, cells in _conditioning_cells(codes, ok, ol, max_conditioning):
+            index = (np.arange(m)[:, None] * cells + cell.reshape(1, -1)) * 4 + outcome
+            joint = np.bincount(index.reshape(-1), weights=weight.reshape(-1),
+                                minlength=m * cells * 4).reshape(m, cells, 2, 2)
+            value = _normalized_cmi_rows(joint)
+            cmi = np.where(~np.isnan(value) & ~(value >= cmi), value, cmi)
+    return RankingStatistics(tau=tau, psi=psi, cmi=cmi)
+
+
+def bootstrap_ranking(measures: ArrayLike, gap: ArrayLike, hyperparams: Mapping[str, ArrayLike],
+                      resamples: int, seed: int = 0,
+                      confidence: float = 0.95) -> dict[str, np.ndarray]:
+    """Percentile bootstrap intervals over models of each measure's τ, Ψ and CMI score
+    (:func:`ranking_statistics` on ``resamples`` draws of N models with replacement, seeded):
+    ``{"tau": (M, 2), "psi": (M, 2), "cmi": (M, 2)}``, NaN where fewer than half the resamples
+    define the statistic. Models are the resampled unit: the interval says how much the
+    ranking depends on which models the grid happened to hold, not on the seeds' data draws."""
+    x = np.atleast_2d(np.asarray(measures, dtype=np.float64))
+    y = np.asarray(gap, dtype=np.float64).reshape(-1)
+    hp = {name: np.asarray(values).reshape(-1) for name, values in hyperparams.items()}
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[np.ndarray]] = {"tau": [], "psi": [], "cmi": []}
+    for _ in range(resamples):
+        idx = rng.integers(0, len(y), len(y))
+        stats = ranking_statistics(x[:, idx], y[idx], {h: v[idx] for h, v in hp.items()})
+        for key in draws:
+            draws[key].append(getattr(stats, key))
+    alpha = (1 - confidence) / 2
+    out = {}
+    for key, values in draws.items():
+        stacked = np.stack(values) if values else np.full((0, x.shape[0]), np.nan)
+        bounds = np.full((x.shape[0], 2), np.nan)
+        for r in range(x.shape[0]):
+            column = stacked[:, r][~np.isnan(stacked[:, r])]
+            if resamples and len(column) >= resamples / 2:
+                bounds[r] = np.quantile(column, [alpha, 1 - alpha])
+        out[key] = bounds
+    return out
+
+
+__all__ = ["ConditionalMI", "GranulatedKendall", "RankingStatistics", "TauVariant",
+           "bootstrap_ranking", "conditional_mutual_information", "granulated_kendall",
+           "kendall_tau", "normalized_cmi", "ranking_statistics"]
