@@ -20,13 +20,14 @@ from genlab.io import dumps_json
 from genlab.studies.measures_grid.claims import (
     HYPERPARAMETERS,
     JIANG_MEASURES,
+    NORM_BASED,
     check_claims,
     measure_value,
     seed_statistics,
     summarize,
 )
 from genlab.studies.measures_grid.experiment import SPEC, ensemble_groups, grid_runs
-from genlab.studies.measures_grid.figures import figures
+from genlab.studies.measures_grid.figures import figures, tables
 from genlab.studies.measures_grid.settings import (
     MeasuresGridClaims,
     MeasuresGridConfig,
@@ -34,10 +35,14 @@ from genlab.studies.measures_grid.settings import (
     run_id,
 )
 
-DATA = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
-        "n_train": 60, "n_test": 100, "seed": 1}
-RECIPE = {"activation": "relu", "momentum": 0.9, "max_steps": 600, "eval_every": 20,
-          "stop_at_train_acc": 1.0}
+TEACHER = {"task": "classification", "n_classes": 3, "teacher_hidden": [8], "input_dim": 5,
+           "n_train": 60, "n_test": 100}
+DATA = {"seed": 1, "teacher": TEACHER}
+TEACHER_RECIPE = {"activation": "relu", "momentum": 0.9, "max_steps": 600, "eval_every": 20,
+                  "stop_at_train_acc": 1.0}
+RECIPE = {"teacher": TEACHER_RECIPE}
+RULES_BLOCK = {"flatness_top": "<= 1", "flatness_top_cmi": "<= 1", "spectral_negative": "< 0",
+               "norm_below_flatness": "> 0"}
 CHEAP = {"sigma_samples": 2, "sigma_depth": 4, "alpha_steps": 2, "alpha_depth": 3,
          "lanczos_max_iter": 4, "trace_num_matvecs": 6, "id_max_examples": 60,
          "jacobian_max_points": 16}
@@ -45,8 +50,20 @@ CHEAP = {"sigma_samples": 2, "sigma_depth": 4, "alpha_steps": 2, "alpha_depth": 
 
 def config(runs: dict[str, MeasuresGridRun], **changes) -> MeasuresGridConfig:
     return MeasuresGridConfig(**{"data": DATA, "recipe": RECIPE, "measures": CHEAP,
-                                 "claims": {"flatness_top": "<= 1", "spectral_negative": "< 0"},
-                                 "runs": runs, **changes})
+                                 "claims": RULES_BLOCK, "ranking_resamples": 20, "runs": runs,
+                                 **changes})
+
+
+def one_run_config() -> MeasuresGridConfig:
+    """A valid config for summaries of synthetic metrics (only the rules and tasks matter)."""
+    return config(grid_runs("teacher", [1], [8], [0.1], [20], [0.0], [0]))
+
+
+def task_data(cfg: MeasuresGridConfig, task: str = "teacher"):
+    """The data of ``task`` with the data block's own seed (the synthesize stage sets the task
+    of each draw, with the draw's seed)."""
+    return SPEC.synthesize(cfg.model_copy(update={"data": type(cfg.data).model_validate(
+        {**cfg.data.model_dump(), "task": task})}))
 
 
 def test_spec_uses_the_module_functions() -> None:
@@ -64,49 +81,60 @@ def test_registered() -> None:
 
 
 @pytest.mark.parametrize(("values", "expected"), [
-    ((2, 64, 0.05, 32, 0.0, 0), "d2-w64-lr0_05-b32-wd0-s0"),
-    ((1, 32, 0.01, 128, 5e-4, 3), "d1-w32-lr0_01-b128-wd0_0005-s3"),
-    ((3, 128, 0.032, 64, 1e-4, 0), "d3-w128-lr0_032-b64-wd0_0001-s0"),
-    ((1, 8, 1.0, 1, 1e-05, 12), "d1-w8-lr1-b1-wd1e-05-s12")])
+    (("teacher", 2, 64, 0.05, 32, 0.0, 0), "teacher-d2-w64-lr0_05-b32-wd0-s0"),
+    (("teacher", 1, 32, 0.01, 128, 5e-4, 3), "teacher-d1-w32-lr0_01-b128-wd0_0005-s3"),
+    (("mnist1d", 3, 128, 0.032, 64, 1e-4, 0), "mnist1d-d3-w128-lr0_032-b64-wd0_0001-s0"),
+    (("mnist1d", 1, 8, 1.0, 1, 1e-05, 12), "mnist1d-d1-w8-lr1-b1-wd1e-05-s12")])
 def test_run_ids(values: tuple, expected: str) -> None:
-    run = MeasuresGridRun(**dict(zip(("depth", "width", "lr", "batch_size", "weight_decay",
-                                      "seed"), values, strict=True)))
+    run = MeasuresGridRun(**dict(zip(("task", "depth", "width", "lr", "batch_size",
+                                      "weight_decay", "seed"), values, strict=True)))
     assert run_id(run) == expected
 
 
 def test_grid_runs_is_the_full_product_keyed_by_run_id() -> None:
-    runs = grid_runs([1, 2], [16, 32], [0.01, 0.1], [32], [0.0, 5e-4], [0, 1])
+    runs = grid_runs("teacher", [1, 2], [16, 32], [0.01, 0.1], [32], [0.0, 5e-4], [0, 1])
     assert len(runs) == 2 * 2 * 2 * 1 * 2 * 2
     assert all(run_id(run) == name for name, run in runs.items())
-    assert list(runs)[0] == "d1-w16-lr0_01-b32-wd0-s0"
+    assert list(runs)[0] == "teacher-d1-w16-lr0_01-b32-wd0-s0"
     config(runs)  # a valid runs block
 
 
 def test_ensemble_groups_share_architecture_and_batch_size() -> None:
-    runs = grid_runs([1, 2], [16], [0.01, 0.1], [32, 64], [0.0], [0])
+    runs = grid_runs("teacher", [1, 2], [16], [0.01, 0.1], [32, 64], [0.0], [0])
     groups = ensemble_groups(runs)
     assert sorted(groups) == [(1, 16, 32), (1, 16, 64), (2, 16, 32), (2, 16, 64)]
-    assert groups[(2, 16, 64)] == ["d2-w16-lr0_01-b64-wd0-s0", "d2-w16-lr0_1-b64-wd0-s0"]
+    assert groups[(2, 16, 64)] == ["teacher-d2-w16-lr0_01-b64-wd0-s0",
+                                   "teacher-d2-w16-lr0_1-b64-wd0-s0"]
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("data", {**DATA, "task": "regression", "n_classes": None}),
-    ("data", {**DATA, "random_inputs": True}),
-    ("recipe", {**RECIPE, "stop_at_train_acc": 0.0}),
-    ("recipe", {**RECIPE, "momentum": 1.0}),
-    ("measures", {**CHEAP, "sigma_loss": "hinge"}),
-    ("measures", {**CHEAP, "no_such_knob": 1}),
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("data", {**DATA, "teacher": {**TEACHER, "task": "regression", "n_classes": None}},
+     "teacher: the measures rank classifiers"),
+    ("data", {**DATA, "teacher": {**TEACHER, "random_inputs": True}}, "random_inputs false"),
+    ("data", {**DATA, "teacher": {**TEACHER, "seed": 3}}, "data.teacher.seed"),
+    ("data", {**DATA, "mnist1d": {"num_samples": 1001}}, "mnist1d: num_samples .1001. must "
+     "be a multiple of 10"),
+    ("data", {"seed": 1, "mnist1d": {"num_samples": 1000}}, "runs of task 'teacher' need "
+     "data.teacher"),
+    ("recipe", {"mnist1d": TEACHER_RECIPE}, "runs of task 'teacher' need recipe.teacher"),
+    ("recipe", {"teacher": {**TEACHER_RECIPE, "stop_at_train_acc": 0.0}}, "stop_at_train_acc"),
+    ("recipe", {"teacher": {**TEACHER_RECIPE, "stop_at_train_acc": None}},
+     "set stop_at_train_acc or stop_at_train_loss"),
+    ("recipe", {"teacher": {**TEACHER_RECIPE, "momentum": 1.0}}, "momentum"),
+    ("measures", {**CHEAP, "sigma_loss": "hinge"}, "sigma_loss"),
+    ("measures", {**CHEAP, "no_such_knob": 1}, "no_such_knob"),
 ])
-def test_invalid_blocks_are_rejected(field: str, value: dict) -> None:
-    with pytest.raises(ValidationError, match=field):
-        config(grid_runs([1], [8], [0.1], [20], [0.0], [0]), **{field: value})
+def test_invalid_blocks_are_rejected(field: str, value: dict, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        one_run_config().model_validate({**one_run_config().model_dump(), field: value})
 
 
-@pytest.mark.parametrize("bad", [{"depth": 0}, {"width": 0}, {"lr": 0.0}, {"batch_size": 0},
-                                 {"weight_decay": -1.0}, {"seed": -1}, {"depth": True}])
+@pytest.mark.parametrize("bad", [{"task": "cifar10"}, {"depth": 0}, {"width": 0}, {"lr": 0.0},
+                                 {"batch_size": 0}, {"weight_decay": -1.0}, {"seed": -1},
+                                 {"depth": True}])
 def test_invalid_runs_are_rejected(bad: dict) -> None:
-    fields = {"depth": 1, "width": 8, "lr": 0.1, "batch_size": 20, "weight_decay": 0.0,
-              "seed": 0}
+    fields = {"task": "teacher", "depth": 1, "width": 8, "lr": 0.1, "batch_size": 20,
+              "weight_decay": 0.0, "seed": 0}
     with pytest.raises(ValidationError):
         MeasuresGridRun(**{**fields, **bad})
 
@@ -128,8 +156,8 @@ def synthetic_metrics(seed: int = 0) -> dict[str, dict]:
     metrics = {}
     points = list(itertools.product([1, 2], [0.01, 0.1], [32, 128], [0.0, 5e-4]))
     for i, (depth, lr, batch, wd) in enumerate(points):
-        run = MeasuresGridRun(depth=depth, width=16, lr=lr, batch_size=batch, weight_decay=wd,
-                              seed=0)
+        run = MeasuresGridRun(task="teacher", depth=depth, width=16, lr=lr, batch_size=batch,
+                              weight_decay=wd, seed=0)
         gap = float(rng.integers(0, 6)) / 100  # ties in the gap
         measures = {"prod_of_spec": float(rng.normal()) + 3 * gap,
                     "param_norm": float(rng.integers(0, 4)),  # ties in the measure
@@ -152,7 +180,7 @@ def included_columns(metrics: dict[str, dict], measure: str) -> tuple[np.ndarray
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_tau_equals_scipy_kendalltau(seed: int) -> None:
     metrics = synthetic_metrics(seed)
-    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
+    summary = summarize(one_run_config(), metrics, {})
     rows = {r["measure"]: r for r in summary.table.to_pylist()}
     for name in ("prod_of_spec", "param_norm", "pacbayes_flatness", "pacbayes_mag_flatness",
                  "layer_rotation"):
@@ -164,8 +192,9 @@ def test_tau_equals_scipy_kendalltau(seed: int) -> None:
 
 def test_psi_and_cmi_over_the_varied_hyperparameters() -> None:
     metrics = synthetic_metrics()
-    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
-    data = summary.data
+    summary = summarize(one_run_config(), metrics, {})
+    assert summary.data["tasks"] == ["teacher"]
+    data = summary.data["conditions"]["teacher"]
     assert data["n_runs"] == 16 and data["n_included"] == 15
     assert data["excluded_by_status"] == {"budget": 1}
     assert data["hyperparameters_varied"] == ["depth", "lr", "batch_size", "weight_decay"]
@@ -187,18 +216,25 @@ def test_psi_and_cmi_over_the_varied_hyperparameters() -> None:
     assert psis == sorted(psis, reverse=True)
     assert set(summary.table.column_names) >= {"measure", "tau", "psi", "cmi", "n_models",
                                                *(f"psi_{h}" for h in HYPERPARAMETERS)}
-    assert len(summary.claims) == 2
-    drawn = figures(json.loads(dumps_json(summary.data)), summary.table)
-    assert len(drawn) == 3
+    assert len(summary.claims) == 4 and {c.condition for c in summary.claims} == {"teacher"}
+    stored = json.loads(dumps_json(summary.data))
+    assert len(figures(stored, summary.table)) == 2  # the ranking bars, the top measures' scatter
+    ((caption, columns, table_rows),) = tables(stored)
+    assert "15 models" in caption and "20 resamples" in caption
+    assert len(table_rows) == len(rows) and {"τ [95%]", "Ψ [95%]", "CMI [95%]"} <= set(columns)
+    for r in rows.values():  # every defined statistic has its bootstrap interval
+        for key in ("tau", "psi", "cmi"):
+            if not math.isnan(r[key]):
+                assert r[f"{key}_lo"] <= r[f"{key}_hi"], (r["measure"], key)
 
 
 def test_a_grid_where_nothing_fitted_summarizes_to_not_run() -> None:
     metrics = {name: {**m, "status": "diverged", "included": False}
                for name, m in synthetic_metrics().items()}
-    summary = summarize(config(grid_runs([1], [8], [0.1], [20], [0.0], [0])), metrics, {})
-    assert summary.data["n_included"] == 0 and summary.data["excluded_by_status"] == {
-        "diverged": 16}
-    assert summary.data["hyperparameters_varied"] == [] and summary.data["gap"] is None
+    summary = summarize(one_run_config(), metrics, {})
+    data = summary.data["conditions"]["teacher"]
+    assert data["n_included"] == 0 and data["excluded_by_status"] == {"diverged": 16}
+    assert data["hyperparameters_varied"] == [] and data["gap"] is None
     assert {c.status for c in summary.claims} == {"not_run"}
     assert figures(json.loads(dumps_json(summary.data)), summary.table) == []
 
@@ -206,10 +242,13 @@ def test_a_grid_where_nothing_fitted_summarizes_to_not_run() -> None:
 # -------------------------------------------------------------------------------- claim checks
 
 
-def rows(psi: dict[str, float], tau: dict[str, float] | None = None) -> list[dict]:
-    tau = tau or {}
-    return [{"measure": m, "psi": v, "oriented_psi": v, "tau": tau.get(m, 0.0), "n_models": 10}
-            for m, v in psi.items()]
+def rows(psi: dict[str, float], tau: dict[str, float] | None = None,
+         cmi: dict[str, float] | None = None) -> list[dict]:
+    """Ranking rows; the CMI score in Ψ's order unless given."""
+    tau, cmi = tau or {}, cmi or {}
+    return [{"measure": m, "psi": v, "oriented_psi": v, "tau": tau.get(m, 0.0),
+             "cmi": cmi.get(m, max(v, 0.0) / 10 if not math.isnan(v) else math.nan),
+             "n_models": 10} for m, v in psi.items()]
 
 
 def status(claims, key_words: str) -> str:
@@ -222,37 +261,56 @@ OTHERS = {m: 0.1 * i for i, m in enumerate(
                                             "prod_of_spec")])}  # 22 measures, Ψ 0 … 2.1
 
 
-RULES = MeasuresGridClaims(flatness_top="<= 1", spectral_negative="< 0")
+RULES = MeasuresGridClaims(**RULES_BLOCK)
 
 
 def judged(psi: dict[str, float], tau: dict[str, float] | None = None, n_included: int = 30,
-           seeds: int = 3):
+           seeds: int = 3, cmi: dict[str, float] | None = None):
     """The claims over ``seeds`` seeds whose rankings are these rows, τ a little apart."""
     per_seed = {}
     for seed in range(seeds):
         shifted = {k: v - 0.01 * seed for k, v in (tau or {}).items()}
-        per_seed[seed] = seed_statistics(rows(psi, shifted), n_included)
-    return check_claims(per_seed, RULES)
+        per_seed[seed] = seed_statistics(rows(psi, shifted, cmi), n_included)
+    return check_claims(per_seed, RULES, "teacher")
 
 
 def test_claims_reproduced_on_the_papers_outcome() -> None:
-    claims = judged({**OTHERS, "pacbayes_mag_flatness": 5.0, "pacbayes_flatness": 0.0,
+    claims = judged({**OTHERS, "pacbayes_mag_flatness": 5.0, "pacbayes_flatness": 4.0,
                      "prod_of_spec": -0.3}, {"prod_of_spec": -0.4})
-    assert [c.status for c in claims] == ["reproduced", "reproduced"]
-    (flat, spec) = claims
+    assert [c.status for c in claims] == ["reproduced"] * 4
+    assert {c.condition for c in claims} == {"teacher"}
+    (flat, flat_cmi, spec, norms) = claims
     detail = flat.numbers["by_seed_detail"]["0"]
     assert detail["flatness_measure"] == "pacbayes_mag_flatness"
     assert detail["flatness_rank"] == 1 and detail["n_ranked"] == 25
     assert flat.numbers["by_seed"]["0"] == pytest.approx(1 / 9)  # rank 1 of cutoff ⌈25/3⌉
+    assert flat_cmi.numbers["by_seed"]["0"] == pytest.approx(1 / 9)
     assert spec.effect["n"] == 3
+    # the 16 norm-based measures: 15 of OTHERS' Ψ and prod_of_spec's −0.3
+    norm_psi = [v for m, v in OTHERS.items() if m in NORM_BASED] + [-0.3]
+    assert len(norm_psi) == len(NORM_BASED)
+    assert norms.numbers["by_seed"]["0"] == pytest.approx(4.0 - float(np.median(norm_psi)))
 
 
 def test_each_claim_can_fail() -> None:
-    # the flatness measures rank 10th and below among 25, prod_of_spec has τ > 0
+    # the flatness measures rank 10th and below among 25, prod_of_spec has τ > 0, and
+    # pacbayes_flatness's Ψ of 0 is below the median norm-based measure's
     claims = judged({**OTHERS, "pacbayes_mag_flatness": 1.25, "pacbayes_flatness": 0.0,
                      "prod_of_spec": 0.5}, {"prod_of_spec": 0.2})
     assert status(claims, "Sharpness") == "not_reproduced"
+    assert status(claims, "conditional-mutual-information") == "not_reproduced"
     assert status(claims, "spectral") == "not_reproduced"
+    assert status(claims, "Norm-based") == "not_reproduced"
+
+
+def test_cmi_ranks_apart_from_psi() -> None:
+    # the flatness measures last by Ψ but first by the CMI score (which has no sign)
+    psi = {**OTHERS, "pacbayes_mag_flatness": -0.5, "pacbayes_flatness": -0.4,
+           "prod_of_spec": -0.3}
+    cmi = {m: 0.01 for m in psi} | {"pacbayes_flatness": 0.3}
+    claims = judged(psi, {"prod_of_spec": -0.4}, cmi=cmi)
+    assert status(claims, "Sharpness") == "not_reproduced"
+    assert status(claims, "conditional-mutual-information") == "reproduced"
 
 
 def test_a_negative_psi_fails_even_at_the_top() -> None:
@@ -276,7 +334,9 @@ def test_too_few_models_one_seed_or_missing_measures_are_not_run() -> None:
     claims = judged({**OTHERS, "pacbayes_flatness": math.nan, "prod_of_spec": 0.1},
                     {"prod_of_spec": math.nan})
     assert status(claims, "Sharpness") == "not_run"
+    assert status(claims, "conditional-mutual-information") == "not_run"
     assert status(claims, "spectral") == "not_run"
+    assert status(claims, "Norm-based") == "not_run"
 
 
 # ------------------------------------------------------------------------------ end to end
@@ -293,15 +353,15 @@ def same(a: object, b: object) -> bool:
 
 def test_tiny_grid_end_to_end() -> None:
     # two ensembles (batch 20 and 30); lr 1e-4 cannot fit within 600 steps: excluded
-    runs = {**grid_runs([1], [16], [1e-4, 0.05, 0.2], [20], [0.0, 1e-3], [0]),
-            **grid_runs([2], [8], [0.1], [30], [0.0], [0])}
+    runs = {**grid_runs("teacher", [1], [16], [1e-4, 0.05, 0.2], [20], [0.0, 1e-3], [0]),
+            **grid_runs("teacher", [2], [8], [0.1], [30], [0.0], [0])}
     cfg = config(runs)
-    dataset = SPEC.synthesize(cfg)
+    dataset = task_data(cfg)
     device = torch.device("cpu")
     grouped = SPEC.train_group(cfg, list(runs), dataset, device)
     assert list(grouped) == list(runs)
-    for name in ("d1-w16-lr0_0001-b20-wd0-s0", "d1-w16-lr0_2-b20-wd0_001-s0",
-                 "d2-w8-lr0_1-b30-wd0-s0"):
+    for name in ("teacher-d1-w16-lr0_0001-b20-wd0-s0", "teacher-d1-w16-lr0_2-b20-wd0_001-s0",
+                 "teacher-d2-w8-lr0_1-b30-wd0-s0"):
         alone = SPEC.train_run(cfg, name, dataset, device)
         assert same(alone.metrics, grouped[name].metrics), name
         for key, tensor in alone.weights.items():
@@ -312,7 +372,7 @@ def test_tiny_grid_end_to_end() -> None:
         assert set(m["measures"]) == set(MEASURES)
         assert m["included"] == (m["status"] == "fitted")
         if m["included"]:
-            assert m["final_train_acc"] >= RECIPE["stop_at_train_acc"]
+            assert m["final_train_acc"] >= TEACHER_RECIPE["stop_at_train_acc"]
             assert m["measures"]["num_params"] == m["n_parameters"]
             finite = [v for v in m["measures"].values() if v is not None]
             assert len(finite) >= len(MEASURES) - 3, m["measure_reasons"]
@@ -321,8 +381,48 @@ def test_tiny_grid_end_to_end() -> None:
     summary = summarize(cfg, metrics, {n: a.history for n, a in grouped.items()})
     assert summary.table.num_rows == len(MEASURES)
     assert isinstance(summary.table, pa.Table)
-    assert summary.data["excluded_by_status"] == {"budget": 2}
-    assert summary.data["n_included"] == len(runs) - 2
+    assert summary.data["conditions"]["teacher"]["excluded_by_status"] == {"budget": 2}
+    assert summary.data["conditions"]["teacher"]["n_included"] == len(runs) - 2
+
+
+def test_mnist1d_runs_stop_at_a_cross_entropy_and_low_accuracy_is_excluded() -> None:
+    """Jiang et al.'s protocol on MNIST-1D: each run stops at its first evaluation with training
+    cross-entropy <= stop_at_train_loss; one that stops there below min_train_acc, or never
+    gets there, is excluded with its reason; the summary ranks each task apart."""
+    mnist = {"num_samples": 400, "train_split": 0.25}
+    recipe = {"activation": "relu", "momentum": 0.9, "max_steps": 1500, "eval_every": 50,
+              "stop_at_train_loss": 0.05, "min_train_acc": 0.99}
+    runs = {**grid_runs("mnist1d", [1], [64], [1e-4, 0.05], [25], [0.0], [0]),
+            **grid_runs("teacher", [1], [16], [0.2], [20], [0.0], [0])}
+    cfg = config(runs, data={**DATA, "mnist1d": mnist},
+                 recipe={**RECIPE, "mnist1d": recipe})
+    dataset = task_data(cfg, "mnist1d")
+    assert dataset.train.x.shape == (100, 40) and dataset.test.x.shape == (300, 40)
+    names = [n for n in runs if n.startswith("mnist1d")]
+    trained = SPEC.train_group(cfg, names, dataset, torch.device("cpu"))
+    slow, fast = (trained[n].metrics for n in names)  # lr 1e-4 cannot get there
+    assert fast["status"] == "fitted" and fast["included"] and fast["exclusion"] is None
+    assert fast["final_train_loss"] <= 0.05 and fast["final_train_acc"] >= 0.99
+    losses = trained[names[1]].history.column("train_loss").to_pylist()
+    assert all(v > 0.05 for v in losses[:-1])  # stopped at the first evaluation below
+    assert slow["status"] == "budget" and not slow["included"]
+    assert slow["exclusion"].startswith("the run budget")
+    strict = cfg.model_copy(update={"recipe": type(cfg.recipe).model_validate(
+        {**RECIPE, "mnist1d": {**recipe, "min_train_acc": 1.0, "stop_at_train_loss": 0.5}})})
+    loose = SPEC.train_run(strict, names[1], dataset, torch.device("cpu")).metrics
+    assert loose["status"] == "fitted" and loose["final_train_acc"] < 1.0
+    assert not loose["included"] and "< min_train_acc 1" in loose["exclusion"]
+    metrics = {n: json.loads(dumps_json(a.metrics)) for n, a in trained.items()}
+    teacher = task_data(cfg)
+    metrics |= {n: json.loads(dumps_json(SPEC.train_run(cfg, n, teacher,
+                                                         torch.device("cpu")).metrics))
+                for n in runs if n.startswith("teacher")}
+    summary = summarize(cfg, metrics, {})
+    assert summary.data["tasks"] == ["teacher", "mnist1d"]
+    assert summary.data["conditions"]["mnist1d"]["excluded_runs"] == {
+        names[0]: slow["exclusion"]}
+    assert [c.condition for c in summary.claims] == ["teacher"] * 4 + ["mnist1d"] * 4
+    assert set(summary.table.column("task").to_pylist()) == {"teacher", "mnist1d"}
 
 
 # ------------------------------------------------------------- the post-hoc analyses' objective
@@ -341,9 +441,9 @@ def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
     from genlab.io import write_safetensors
     from genlab.models.registry import load_model
 
-    name = "d1-w16-lr0_2-b20-wd0_001-s0"
-    cfg = config(grid_runs([1], [16], [0.2], [20], [1e-3], [0]))
-    dataset, cpu = SPEC.synthesize(cfg), torch.device("cpu")
+    name = "teacher-d1-w16-lr0_2-b20-wd0_001-s0"
+    cfg = config(grid_runs("teacher", [1], [16], [0.2], [20], [1e-3], [0]))
+    dataset, cpu = task_data(cfg), torch.device("cpu")
     result = SPEC.train_run(cfg, name, dataset, cpu)
     assert result.metrics["status"] == "fitted"
     objective = SPEC.objective(cfg, name, dataset, cpu)

@@ -90,7 +90,7 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
                                                    "double_descent": 2, "eos_gd": 8,
                                                    "sgd_stability": 3, "intrinsic_dim": 6,
                                                    "influence": 6, "mislabel_detection": 3,
-                                                   "measures_grid": 2, "neural_collapse": 4,
+                                                   "measures_grid": 8, "neural_collapse": 4,
                                                    "mnist1d_baselines": 6}
 
 

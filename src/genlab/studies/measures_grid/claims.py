@@ -11,6 +11,7 @@ import pyarrow as pa
 from scipy.stats import rankdata
 
 from genlab.analyses.measures.ranking import (
+    bootstrap_ranking,
     conditional_mutual_information,
     granulated_kendall,
     kendall_tau,
@@ -21,6 +22,7 @@ from genlab.studies.claims import decide_units, declare
 from genlab.studies.measures_grid.settings import (
     CITATION,
     NAME,
+    TASKS,
     MeasuresGridClaims,
     MeasuresGridConfig,
 )
@@ -39,17 +41,34 @@ JIANG_MEASURES = (
 The others (curvature, intrinsic dimension, rotation, Jacobian, neural collapse) are ranked in
 the table but were not in the paper's comparison."""
 FLATNESS = ("pacbayes_flatness", "pacbayes_mag_flatness")
+NORM_BASED = (
+    "spec_init", "spec_orig", "prod_of_spec_over_margin", "prod_of_spec", "fro_over_spec",
+    "sum_of_spec_over_margin", "sum_of_spec", "prod_of_fro_over_margin", "prod_of_fro",
+    "sum_of_fro_over_margin", "sum_of_fro", "frobenius_distance", "spectral_distance",
+    "param_norm", "path_norm_over_margin", "path_norm")
+"""Jiang et al.'s norm- and margin-based measures (their §7, appendix C.1-C.2): spectral and
+Frobenius products and sums, distances to initialisation, parameter and path norms."""
 CLAIMS = declare(NAME, CITATION, {
     "flatness_top": (
         "Sharpness-based measures predict the gap best: the PAC-Bayes flatness 1/σ′² (plain or "
         "magnitude-aware) is among the top measures by granulated Kendall Ψ",
-        "per seed (its own teacher task and grid of models), the Ψ-rank of the better of "
+        "per seed (its own data draw and grid of models), the Ψ-rank of the better of "
         "pacbayes_flatness and pacbayes_mag_flatness among Jiang et al.'s measures with a "
         "defined Ψ, over the top-third cutoff ⌈n/3⌉ (≤ 1: in the top third; a Ψ ≤ 0 counts "
         "as ranked last)"),
+    "flatness_top_cmi": (
+        "A PAC-Bayes flatness measure is among the top third of measures by the "
+        "conditional-mutual-information score",
+        "per seed, the CMI-rank of the better of pacbayes_flatness and pacbayes_mag_flatness "
+        "among Jiang et al.'s measures with a defined score, over ⌈n/3⌉ (≤ 1: top third)"),
     "spectral_negative": (
         "The product of spectral norms correlates negatively with the generalization gap",
         "per seed, Kendall τ of prod_of_spec with the gap over the seed's included models"),
+    "norm_below_flatness": (
+        "Norm-based measures rank the gap worse than both PAC-Bayes flatness measures (by Ψ)",
+        "per seed, the smaller sign·Ψ of pacbayes_flatness and pacbayes_mag_flatness minus "
+        "the median sign·Ψ of Jiang et al.'s norm-based measures (> 0: both flatness measures "
+        "above the typical norm)"),
 })
 """What Jiang et al. (2020) report, as notes/science.md section 6 summarises it (a paraphrase:
 the paper's own wording could not be checked here): the best performers are the PAC-Bayes
@@ -106,42 +125,64 @@ def ranking_rows(values: Mapping[str, np.ndarray], gap: np.ndarray,
         r["oriented_psi"], nan=0.0), r["measure"]))
 
 
+def _top_third(rows: Sequence[Mapping[str, Any]], key: str,
+               by_name: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Rank of the better flatness measure by ``key`` among Jiang et al.'s measures where it
+    is defined, over the top-third cutoff (a value <= 0 counts as ranked last)."""
+    ranked = sorted((r for r in rows if r["measure"] in JIANG_MEASURES
+                     and not math.isnan(r[key])), key=lambda r: -r[key])
+    candidates = [by_name[m] for m in FLATNESS
+                  if m in by_name and not math.isnan(by_name[m][key])]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda r: r[key])
+    position = 1 + [r["measure"] for r in ranked].index(best["measure"])
+    # a score <= 0 does not predict the gap at all: it counts as ranked below every measure
+    effective = position if best[key] > 0 else len(ranked) + 1
+    return {"value": effective / math.ceil(len(ranked) / 3), "measure": best["measure"],
+            "score": best[key], "rank": position, "n_ranked": len(ranked)}
+
+
 def seed_statistics(rows: Sequence[Mapping[str, Any]],
                     n_included: int) -> dict[str, Any]:
     """One seed's statistic for each claim from its ranking rows (:func:`ranking_rows`), with
     the numbers behind them; a statistic is None where it is undefined."""
-    by_name = {r["measure"]: r for r in rows}
+    out: dict[str, Any] = {key: None for key in CLAIMS} | {"n_included": n_included}
     if n_included < MIN_MODELS:
-        return {"flatness_top": None, "spectral_negative": None, "n_included": n_included}
-    ranked = [r for r in rows
-              if r["measure"] in JIANG_MEASURES and not math.isnan(r["oriented_psi"])]
-    ranked.sort(key=lambda r: -r["oriented_psi"])
-    candidates = [by_name[m] for m in FLATNESS
-                  if m in by_name and not math.isnan(by_name[m]["oriented_psi"])]
-    out: dict[str, Any] = {"n_included": n_included, "flatness_top": None,
-                           "spectral_negative": None}
-    if candidates:
-        best = max(candidates, key=lambda r: r["oriented_psi"])
-        position = 1 + [r["measure"] for r in ranked].index(best["measure"])
-        cutoff = math.ceil(len(ranked) / 3)
-        # a Ψ <= 0 does not predict the gap at all: it counts as ranked below every measure
-        effective = position if best["oriented_psi"] > 0 else len(ranked) + 1
-        out |= {"flatness_top": effective / cutoff, "flatness_measure": best["measure"],
-                "flatness_psi": best["psi"], "flatness_rank": position, "n_ranked": len(ranked)}
+        return out
+    by_name = {r["measure"]: r for r in rows}
+    by_psi = _top_third(rows, "oriented_psi", by_name)
+    if by_psi is not None:
+        out |= {"flatness_top": by_psi["value"], "flatness_measure": by_psi["measure"],
+                "flatness_psi": by_psi["score"], "flatness_rank": by_psi["rank"],
+                "n_ranked": by_psi["n_ranked"]}
+    by_cmi = _top_third(rows, "cmi", by_name)
+    if by_cmi is not None:
+        out |= {"flatness_top_cmi": by_cmi["value"], "flatness_cmi_measure": by_cmi["measure"],
+                "flatness_cmi": by_cmi["score"], "flatness_cmi_rank": by_cmi["rank"],
+                "n_ranked_cmi": by_cmi["n_ranked"]}
     spec = by_name.get("prod_of_spec")
     if spec is not None and not math.isnan(spec["tau"]):
         out["spectral_negative"] = spec["tau"]
+    flat = [by_name[m]["oriented_psi"] for m in FLATNESS if m in by_name]
+    norms = [by_name[m]["oriented_psi"] for m in NORM_BASED if m in by_name
+             and not math.isnan(by_name[m]["oriented_psi"])]
+    if len(flat) == len(FLATNESS) and not any(map(math.isnan, flat)) and norms:
+        out |= {"norm_below_flatness": min(flat) - float(np.median(norms)),
+                "norm_median_psi": float(np.median(norms)), "n_norm_measures": len(norms)}
     return out
 
 
-def check_claims(per_seed: Mapping[int, Mapping[str, Any]],
-                 rules: MeasuresGridClaims) -> list[ClaimResult]:
-    """Decide each claim from every seed's statistics (:func:`seed_statistics`)."""
+def check_claims(per_seed: Mapping[int, Mapping[str, Any]], rules: MeasuresGridClaims,
+                 task: str | None = None) -> list[ClaimResult]:
+    """Decide each claim from every seed's statistics (:func:`seed_statistics`) on ``task``
+    (the claim's condition)."""
     details = {str(seed): {k: v for k, v in stats.items() if k not in CLAIMS}
                for seed, stats in per_seed.items()}
     return [decide_units(CLAIMS[key], getattr(rules, key),
                          {seed: stats[key] for seed, stats in per_seed.items()},
-                         {"by_seed_detail": details, "min_models": MIN_MODELS})
+                         {"by_seed_detail": details, "min_models": MIN_MODELS},
+                         condition=task)
             for key in CLAIMS]
 
 
@@ -159,39 +200,79 @@ def _ranking(metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]
     return ranking_rows(values, gap, varied), varied, included
 
 
-def summarize(config: MeasuresGridConfig, metrics: Mapping[str, Mapping[str, Any]],
-              histories: Mapping[str, pa.Table]) -> Summary:
-    """Exclude the runs that did not reach the training-accuracy threshold (counted by status),
-    rank every measure over the rest (pooled over seeds, for the report), and judge the claims
-    on each seed's own ranking. The table is the pooled ranking, one row per measure;
-    ``data["runs"]`` keeps each run's gap and measures for the scatter plots."""
-    names = sorted(metrics)
+def _with_intervals(rows: list[dict[str, Any]], metrics: Mapping[str, Mapping[str, Any]],
+                    included: Sequence[str], varied: Mapping[str, np.ndarray],
+                    resamples: int) -> None:
+    """Add each row's bootstrap interval over models on τ, Ψ and the CMI score (``tau_lo``,
+    ``tau_hi``, ...; NaN where undefined or ``resamples`` is 0)."""
+    names = [r["measure"] for r in rows]
+    values = np.array([_ranks(np.array([measure_value(metrics[n]["measures"].get(m))
+                                        for n in included], dtype=np.float64))
+                       for m in names]).reshape(len(names), len(included))
+    gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
+    bounds = (bootstrap_ranking(values, gap, varied, resamples) if resamples and len(gap) > 1
+              else {k: np.full((len(names), 2), np.nan) for k in ("tau", "psi", "cmi")})
+    for i, row in enumerate(rows):
+        for key, b in bounds.items():
+            row[f"{key}_lo"], row[f"{key}_hi"] = float(b[i, 0]), float(b[i, 1])
+
+
+def _summarize_task(config: MeasuresGridConfig, task: str,
+                    metrics: Mapping[str, Mapping[str, Any]]
+                    ) -> tuple[dict[str, Any], list[ClaimResult], list[dict[str, Any]]]:
+    """One task's (condition's) summary data, claims and ranking rows."""
+    names = sorted(n for n in metrics if metrics[n]["task"] == task)
     excluded: dict[str, int] = {}
     for n in names:
         if not metrics[n]["included"]:
             excluded[metrics[n]["status"]] = excluded.get(metrics[n]["status"], 0) + 1
     rows, varied, included = _ranking(metrics, names)
+    _with_intervals(rows, metrics, included, varied, config.ranking_resamples)
     gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
-    seeds = sorted({int(metrics[n]["seed"]) for n in names})
     per_seed = {}
-    for seed in seeds:
+    for seed in sorted({int(metrics[n]["seed"]) for n in names}):
         mine = [n for n in names if int(metrics[n]["seed"]) == seed]
         seed_rows, _, seed_included = _ranking(metrics, mine)
         per_seed[seed] = seed_statistics(seed_rows, len(seed_included))
-    claims = check_claims(per_seed, config.claims)
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"measure": pa.array([], pa.string())})
     data = {
-        "study": NAME, "n_runs": len(names), "n_included": len(included),
+        "task": task, "n_runs": len(names), "n_included": len(included),
         "n_excluded": sum(excluded.values()), "excluded_by_status": excluded,
-        "excluded_runs": [n for n in names if not metrics[n]["included"]],
+        "excluded_runs": {n: metrics[n].get("exclusion") or metrics[n]["status"]
+                          for n in names if not metrics[n]["included"]},
         "hyperparameters_varied": list(varied),
+        "ranking_resamples": config.ranking_resamples,
         "gap": ({"mean": float(gap.mean()), "min": float(gap.min()), "max": float(gap.max())}
                 if len(gap) else None),
         "top_by_psi": [r["measure"] for r in rows if not math.isnan(r["oriented_psi"])][:5],
         "top_by_tau": [r["measure"] for r in sorted(
             rows, key=lambda r: -np.nan_to_num(r["oriented_tau"], nan=-2.0))][:5],
+        "top_by_cmi": [r["measure"] for r in sorted(
+            rows, key=lambda r: -np.nan_to_num(r["cmi"], nan=-1.0))][:5],
         "ranking": rows,
+    }
+    return data, check_claims(per_seed, config.claims, task), [{"task": task, **r} for r in rows]
+
+
+def summarize(config: MeasuresGridConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
+    """Per task (condition): exclude the runs that did not meet the recipe's stop or
+    ``min_train_acc`` (counted by status), rank every measure over the rest (pooled over seeds,
+    with bootstrap intervals over models, for the report), and judge the claims on each seed's
+    own ranking. The table is every task's pooled ranking, one row per task and measure;
+    ``data["runs"]`` keeps each run's gap and measures for the scatter plots."""
+    tasks = [t for t in TASKS if any(m["task"] == t for m in metrics.values())]
+    conditions, claims, table_rows = {}, [], []
+    for task in tasks:
+        data, task_claims, rows = _summarize_task(config, task, metrics)
+        conditions[task] = data
+        claims += task_claims
+        table_rows += rows
+    table = (pa.Table.from_pylist(table_rows) if table_rows
+             else pa.table({"task": pa.array([], pa.string()),
+                            "measure": pa.array([], pa.string())}))
+    data = {
+        "study": NAME, "tasks": tasks, "conditions": conditions,
         "runs": {n: {k: v for k, v in metrics[n].items() if k != "measure_reasons"}
-                 for n in names},
+                 for n in sorted(metrics)},
     }
     return Summary(data=data, claims=tuple(claims), table=table)

@@ -20,6 +20,7 @@ from genlab.analyses.measures.registry import (
     MeasureSettings,
     compute_measures,
 )
+from genlab.data.mnist1d import mnist1d
 from genlab.data.teacher_student import teacher_student
 from genlab.models.registry import (
     build_seeded_model,
@@ -35,6 +36,7 @@ from genlab.studies.measures_grid.settings import (
     MeasuresBlock,
     MeasuresGridConfig,
     MeasuresGridRun,
+    Task,
     run_id,
 )
 from genlab.train.ensemble import train_classifier_ensemble
@@ -46,34 +48,53 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def grid_runs(depths: Iterable[int], widths: Iterable[int], lrs: Iterable[float],
+def grid_runs(task: Task, depths: Iterable[int], widths: Iterable[int], lrs: Iterable[float],
               batch_sizes: Iterable[int], weight_decays: Iterable[float],
               seeds: Iterable[int]) -> dict[str, MeasuresGridRun]:
     """Every combination, keyed by run id, in grid order: what ``runs`` lists for a full grid."""
-    runs = (MeasuresGridRun(depth=d, width=w, lr=lr, batch_size=b, weight_decay=wd, seed=s)
+    runs = (MeasuresGridRun(task=task, depth=d, width=w, lr=lr, batch_size=b, weight_decay=wd,
+                            seed=s)
             for d, w, lr, b, wd, s in itertools.product(depths, widths, lrs, batch_sizes,
                                                         weight_decays, seeds))
     return {run_id(run): run for run in runs}
 
 
 def synthesize(config: MeasuresGridConfig) -> Dataset:
-    return teacher_student(config.data)
+    """One draw's data: the block's task (set from the runs' task by genlab.data.draws)."""
+    settings = config.data.settings()
+    if config.data.task == "mnist1d":
+        return mnist1d(settings)
+    return teacher_student(settings)
 
 
 def model_settings(config: MeasuresGridConfig, run: MeasuresGridRun) -> MLPSettings:
-    return MLPSettings(hidden=(run.width,) * run.depth, activation=config.recipe.activation)
+    return MLPSettings(hidden=(run.width,) * run.depth,
+                       activation=config.recipe_of(run).activation)
 
 
 def train_settings(config: MeasuresGridConfig, run: MeasuresGridRun) -> TrainSettings:
-    r = config.recipe
+    r = config.recipe_of(run)
     return TrainSettings(lr=run.lr, momentum=r.momentum, weight_decay=run.weight_decay,
                          batch_size=run.batch_size, max_steps=r.max_steps,
-                         eval_every=r.eval_every, stop_at_train_acc=r.stop_at_train_acc)
+                         eval_every=r.eval_every, stop_at_train_acc=r.stop_at_train_acc,
+                         stop_at_train_loss=r.stop_at_train_loss)
+
+
+def exclusion(config: MeasuresGridConfig, run: MeasuresGridRun, status: str,
+              train_acc: float) -> str | None:
+    """Why a run is left out of the ranking (None: it is ranked): it never met its recipe's
+    stop (budget, diverged), or it met it below ``min_train_acc``."""
+    recipe = config.recipe_of(run)
+    if status != "fitted":
+        return f"the run {status} (train accuracy {train_acc:.4g})"
+    if recipe.min_train_acc is not None and train_acc < recipe.min_train_acc:
+        return f"train accuracy {train_acc:.4g} < min_train_acc {recipe.min_train_acc:g}"
+    return None
 
 
 def objective(config: MeasuresGridConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective:
-    """The loss the run minimised: the cross-entropy of the teacher's training labels, with the
+    """The loss the run minimised: the cross-entropy of its task's training labels, with the
     run's own step size (constant), batch size and weight decay and the recipe's momentum."""
     return array_objective(dataset.train.x, dataset.train.y,
                            train_settings(config, config.runs[run_name]), device)
@@ -114,7 +135,8 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
     rows = [row.as_dict() for row in result.history]
     mlp = model_settings(config, run)
     input_dim = dataset.train.x.shape[1]
-    if result.status == "fitted":
+    excluded = exclusion(config, run, result.status, final.train_acc)
+    if excluded is None:
         t0 = time.perf_counter()
         init = build_seeded_model("mlp", mlp, input_dim, dataset.n_classes, run.seed, device)
         history = {"step": [r["step"] for r in rows], "train_loss": [r["train_loss"] for r in rows]}
@@ -124,12 +146,11 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
         model.train(was_training)
         log.info("measures of %s in %.1fs", run_id(run), time.perf_counter() - t0)
     else:  # excluded from the ranking: not worth the measures' time
-        why = (f"excluded: the run {result.status} (train accuracy {final.train_acc:.4g} < "
-               f"{config.recipe.stop_at_train_acc:g})")
         values = {name: math.nan for name in MEASURES}
-        reasons = {name: why for name in MEASURES}
+        reasons = {name: f"excluded: {excluded}" for name in MEASURES}
     metrics = {
-        "status": result.status, "included": result.status == "fitted", "steps": result.steps,
+        "status": result.status, "included": excluded is None, "exclusion": excluded,
+        "steps": result.steps,
         "fit_step": result.fit_step, "diverged_step": result.diverged_step,
         **run.model_dump(), "n_parameters": count_parameters(model),
         "final_train_acc": final.train_acc, "final_train_loss": final.train_loss,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -11,48 +11,80 @@ import numpy as np
 import pyarrow as pa
 from matplotlib.figure import Figure
 
-from genlab.studies.measures_grid.claims import HYPERPARAMETERS, measure_value
+from genlab.studies.measures_grid.claims import measure_value
 
 TOP_SCATTER = 4
-TABLE_ROWS = 12
 
 
-def _table_figure(rows: Sequence[Mapping[str, Any]], data: Mapping[str, Any]) -> tuple[str, Figure]:
-    """The head of the ranking as a table: τ, Ψ, each ψ_i and the CMI score."""
-    def cell(value: Any) -> str:
-        return "–" if value is None or (isinstance(value, float) and math.isnan(value)) \
-            else f"{value:+.2f}" if isinstance(value, float) else str(value)
-
-    header = ["measure", "τ", "Ψ", *(f"ψ {h}" for h in HYPERPARAMETERS), "CMI", "given", "n"]
-    body = [[r["measure"], cell(r["tau"]), cell(r["psi"]),
-             *(cell(r[f"psi_{h}"]) for h in HYPERPARAMETERS),
-             f"{r['cmi']:.3f}" if not math.isnan(r["cmi"]) else "–", r["cmi_conditioning"],
-             str(r["n_models"])] for r in rows]
-    fig, ax = plt.subplots(figsize=(8.5, 0.26 * len(rows) + 0.6))
-    ax.axis("off")
-    table = ax.table(cellText=body, colLabels=header, loc="center", cellLoc="right")
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    table.auto_set_column_width(list(range(len(header))))
-    fig.tight_layout()
-    return (f"The {len(rows)} measures with the highest Ψ over {data['n_included']} models: "
-            "Kendall τ with the gap, granulated Ψ and each ψ_i (– where the grid does not vary "
-            "that hyperparameter), the conditional-MI score and the hyperparameters it "
-            "conditions on at its minimum", fig)
+TASK_LABEL = {"teacher": "teacher task", "mnist1d": "MNIST-1D"}
 
 
-def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
-    rows = [r for r in table.to_pylist() if r.get("psi") is not None
-            and not (math.isnan(r["tau"]) and math.isnan(r["psi"]))]
+def _defined(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _with_interval(row: Mapping[str, Any], key: str) -> str:
+    """``+0.41 [+0.30, +0.52]``; – where undefined, no brackets where the bootstrap is."""
+    value = row.get(key)
+    if not _defined(value):
+        return "–"
+    lo, hi = row.get(f"{key}_lo"), row.get(f"{key}_hi")
+    text = f"{value:+.2f}" if key != "cmi" else f"{value:.3f}"
+    if _defined(lo) and _defined(hi):
+        text += (f" [{lo:+.2f}, {hi:+.2f}]" if key != "cmi" else f" [{lo:.3f}, {hi:.3f}]")
+    return text
+
+
+def tables(data: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], list[dict[str, Any]]]]:
+    """Each task's full ranking: every measure's τ, Ψ and CMI score with their bootstrap
+    intervals over models, each ψ_i, and the models it is defined on."""
+    out = []
+    for task in data.get("tasks", []):
+        condition = data["conditions"][task]
+        varied = condition["hyperparameters_varied"]
+        columns = ("measure", "sign", "τ [95%]", "Ψ [95%]", "CMI [95%]", "CMI given",
+                   *(f"ψ {h}" for h in varied), "n")
+        rows = []
+        for r in condition["ranking"]:
+            rows.append({"measure": r["measure"], "sign": "−" if r["sign"] < 0 else "+",
+                         "τ [95%]": _with_interval(r, "tau"), "Ψ [95%]": _with_interval(r, "psi"),
+                         "CMI [95%]": _with_interval(r, "cmi"),
+                         "CMI given": r["cmi_conditioning"],
+                         **{f"ψ {h}": (f"{r[f'psi_{h}']:+.2f}" if _defined(r[f"psi_{h}"])
+                                       else "–") for h in varied},
+                         "n": r["n_models"]})
+        out.append((
+            f"{TASK_LABEL.get(task, task)}: every measure ranked against the gap over "
+            f"{condition['n_included']} models ({condition['n_excluded']} excluded), ordered by "
+            "sign·Ψ. τ and Ψ as measured (sign −: the measure's paper predicts it falls as the "
+            "gap grows); CMI: Jiang et al.'s conditional-mutual-information score, minimised "
+            "over conditioning on up to two hyperparameters ('CMI given'). Brackets: 95% "
+            f"percentile bootstrap intervals over models ({condition['ranking_resamples']} "
+            "resamples), which show how much a number depends on which models the grid held, "
+            "not on the data draw (the claims use the seeds for that).", columns, rows))
+    return out
+
+
+def _task_figures(task: str, condition: Mapping[str, Any],
+                  runs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Figure]]:
+    label = TASK_LABEL.get(task, task)
+    # summary.json stores NaN as null
+    ranking = [{k: math.nan if v is None else v for k, v in r.items()}
+               for r in condition["ranking"]]
+    rows = [r for r in ranking if not (math.isnan(r["tau"]) and math.isnan(r["psi"]))]
     out: list[tuple[str, Figure]] = []
     if not rows:
         return out
     fig, ax = plt.subplots(figsize=(7, 0.22 * len(rows) + 1.2))
     y = np.arange(len(rows))
-    ax.barh(y - 0.2, [r["oriented_tau"] for r in rows], height=0.4, label="sign·τ",
-            color="tab:blue")
-    ax.barh(y + 0.2, [r["oriented_psi"] for r in rows], height=0.4, label="sign·Ψ",
-            color="tab:orange")
+    for offset, key, colour, name in ((-0.2, "tau", "tab:blue", "sign·τ"),
+                                      (0.2, "psi", "tab:orange", "sign·Ψ")):
+        values = np.array([r["sign"] * r[key] for r in rows])
+        lo = np.array([r["sign"] * r.get(f"{key}_lo", math.nan) for r in rows])
+        hi = np.array([r["sign"] * r.get(f"{key}_hi", math.nan) for r in rows])
+        err = np.abs(np.stack([values - np.fmin(lo, hi), np.fmax(lo, hi) - values]))
+        ax.barh(y + offset, values, height=0.4, label=name, color=colour,
+                xerr=np.nan_to_num(err), error_kw={"elinewidth": 0.6, "capsize": 1.5})
     ax.set_yticks(y, [r["measure"] + (" (−)" if r["sign"] < 0 else "") for r in rows],
                   fontsize=7)
     ax.invert_yaxis()
@@ -60,14 +92,15 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     ax.set_xlabel("rank correlation with the gap (> 0: as the measure's paper predicts)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
+    ax.set_title(label, fontsize=9)
     fig.tight_layout()
-    out.append((f"Kendall τ and granulated Ψ of every measure with the generalization gap, "
-                f"{data['n_included']} models ({data['n_excluded']} excluded); ordered by Ψ; "
-                "(−): a measure predicted to fall as the gap grows, shown sign-flipped", fig))
+    out.append((f"{label}: Kendall τ and granulated Ψ of every measure with the generalization "
+                f"gap, {condition['n_included']} models ({condition['n_excluded']} excluded), "
+                "with 95% bootstrap intervals over models; ordered by Ψ; (−): a measure "
+                "predicted to fall as the gap grows, shown sign-flipped", fig))
 
-    out.append(_table_figure(rows[:TABLE_ROWS], data))
     top = [r["measure"] for r in rows if not math.isnan(r["oriented_psi"])][:TOP_SCATTER]
-    included = {n: m for n, m in data["runs"].items() if m["included"]}
+    included = {n: m for n, m in runs.items() if m["included"] and m.get("task") == task}
     if top and included:
         fig, axes = plt.subplots(1, len(top), figsize=(3.2 * len(top), 3.0), squeeze=False)
         depths = sorted({m["depth"] for m in included.values()})
@@ -89,6 +122,13 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
         axes[0][0].set_ylabel("gap (train acc − test acc)")
         axes[0][0].legend(fontsize=7)
         fig.tight_layout()
-        out.append((f"The generalization gap against each of the top {len(top)} measures by Ψ, "
-                    "one point per included model", fig))
+        out.append((f"{label}: the generalization gap against each of the top {len(top)} "
+                    "measures by Ψ, one point per included model", fig))
+    return out
+
+
+def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
+    out: list[tuple[str, Figure]] = []
+    for task in data.get("tasks", []):
+        out += _task_figures(task, data["conditions"][task], data["runs"])
     return out

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
-from genlab.data.settings import TeacherStudentSettings
+from genlab.data.settings import MNIST1DSettings, TeacherStudentSettings
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug, format_float_slug
 from genlab.studies.entry import Resources, StudyEntry
 
@@ -16,9 +16,73 @@ CITATION = ("Jiang, Neyshabur, Mobahi, Krishnan, Bengio. Fantastic generalizatio
             "where to find them. ICLR 2020.")
 
 
-class MeasuresGridRun(FrozenModel):
-    """One point of the grid and a seed."""
+Task = Literal["teacher", "mnist1d"]
+TASKS: tuple[Task, ...] = ("teacher", "mnist1d")
+"""The grid's conditions, each its own data and recipe: a random teacher's labels (the small
+synthetic task) and MNIST-1D (real benchmark data, Greydanus 2020)."""
+TASK_SETTINGS: dict[str, type[FrozenModel]] = {"teacher": TeacherStudentSettings,
+                                                "mnist1d": MNIST1DSettings}
 
+
+def _seedless(settings: type[FrozenModel]) -> type[FrozenModel]:
+    """``settings`` without its ``seed`` field: a task's data block, whose seed is each draw's
+    (``data.seed`` and the run's seed, genlab.data.draws)."""
+    fields = {name: (field.annotation, field) for name, field in settings.model_fields.items()
+              if name != "seed"}
+    return create_model(settings.__name__.removesuffix("Settings") + "Task",
+                        __base__=FrozenModel, __doc__=settings.__doc__, **fields)
+
+
+TeacherTask = _seedless(TeacherStudentSettings)
+MNIST1DTask = _seedless(MNIST1DSettings)
+
+
+class GridData(FrozenModel):
+    """The data of each task the runs name; a run trains on its task's draw of its seed."""
+
+    seed: Seed = Field(description="Base of every draw's seed: a run's data is drawn with "
+                       "derive_seed(seed, 'draw', run seed), the same for both tasks.")
+    task: Task | None = Field(None, description="The task of one draw, set from the run's "
+                              "task (genlab.data.draws); leave unset in params.yaml.")
+    teacher: TeacherTask | None = Field(  # type: ignore[valid-type]
+        None, description="A random tanh teacher's labels of Gaussian inputs "
+        "(TeacherStudentSettings without seed); classification with the teacher's inputs.")
+    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
+        None, description="MNIST-1D (MNIST1DSettings without seed).")
+
+    def settings(self, task: Task | None = None) -> TeacherStudentSettings | MNIST1DSettings:
+        """The generator's settings of ``task`` (default: this draw's) with this seed."""
+        task = task or self.task
+        if task is None:
+            raise ValueError("no task: name one, or read a draw's data block")
+        block = getattr(self, task)
+        if block is None:
+            raise ValueError(f"data.{task} is not set")
+        return TASK_SETTINGS[task](**block.model_dump(), seed=self.seed)  # type: ignore[return-value]
+
+    @model_validator(mode="after")
+    def _valid_tasks(self) -> Self:
+        for task in TASKS:
+            if getattr(self, task) is None:
+                continue
+            try:
+                settings = self.settings(task)
+            except ValidationError as error:
+                reasons = "; ".join(e["msg"].removeprefix("Value error, ")
+                                    for e in error.errors())
+                raise ValueError(f"{task}: {reasons}") from None
+            if task == "teacher" and (settings.task != "classification"
+                                      or settings.random_inputs):
+                raise ValueError("teacher: the measures rank classifiers: task "
+                                 "'classification' with the teacher's inputs (random_inputs "
+                                 "false)")
+        return self
+
+
+class MeasuresGridRun(FrozenModel):
+    """One point of the grid, its task and a seed."""
+
+    task: Task = Field(description="The data condition: 'teacher' or 'mnist1d'.")
     depth: int = Field(ge=1, le=64, description="Hidden layers.")
     width: int = Field(ge=1, le=65_536, description="Units per hidden layer.")
     lr: float = Field(gt=0, le=1e3, description="SGD step size.")
@@ -36,9 +100,29 @@ class GridRecipe(FrozenModel):
                            "reached stop_at_train_acc by then is excluded from the ranking.")
     eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations (the "
                             "stop check and history rows).")
-    stop_at_train_acc: float = Field(gt=0, le=1, description="Stop once the training accuracy "
-                                     "reaches this; runs that never do are excluded (Jiang et "
-                                     "al. drop models below 0.99).")
+    stop_at_train_acc: float | None = Field(None, gt=0, le=1, description="Stop once the "
+                                            "training accuracy reaches this.")
+    stop_at_train_loss: float | None = Field(None, gt=0, le=100, description="Stop once the "
+                                             "training cross-entropy falls to this (Jiang et "
+                                             "al.: 0.01).")
+    min_train_acc: float | None = Field(None, gt=0, le=1, description="A run that met its "
+                                        "stop but ends below this training accuracy is "
+                                        "excluded (Jiang et al. drop models below 0.99); runs "
+                                        "that never meet the stop are excluded too.")
+
+    @model_validator(mode="after")
+    def _stops(self) -> Self:
+        if self.stop_at_train_acc is None and self.stop_at_train_loss is None:
+            raise ValueError("set stop_at_train_acc or stop_at_train_loss (or both): the run "
+                             "stops at the first evaluation that meets either")
+        return self
+
+
+class GridRecipes(FrozenModel):
+    """Each task's recipe (a task the runs name needs one)."""
+
+    teacher: GridRecipe | None = None
+    mnist1d: GridRecipe | None = None
 
 
 class MeasuresBlock(FrozenModel):
@@ -73,39 +157,56 @@ class MeasuresGridClaims(FrozenModel):
 
     flatness_top: ClaimRule = Field(description="Per seed, the better PAC-Bayes flatness "
                                     "measure's Ψ-rank over the top-third cutoff ⌈n/3⌉.")
+    flatness_top_cmi: ClaimRule = Field(description="Per seed, the better PAC-Bayes flatness "
+                                        "measure's rank by the conditional-MI score over the "
+                                        "top-third cutoff ⌈n/3⌉.")
     spectral_negative: ClaimRule = Field(description="Per seed, Kendall τ of the product of "
                                          "spectral norms with the gap.")
+    norm_below_flatness: ClaimRule = Field(description="Per seed, the smaller sign·Ψ of the two "
+                                           "PAC-Bayes flatness measures minus the median "
+                                           "sign·Ψ of Jiang et al.'s norm-based measures.")
 
 
 class MeasuresGridConfig(FrozenModel):
     description: str = Field("", max_length=2000)
-    data: TeacherStudentSettings = Field(description="The task: each seed draws its own "
-                                         "teacher and data from it (genlab.data.draws), the "
-                                         "same for every model of that seed.")
-    recipe: GridRecipe
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("task",)  # a run's task picks its draw's data
+    REPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"ranking_resamples"})
+
+    data: GridData = Field(description="The tasks: each seed draws its own data from each "
+                           "(genlab.data.draws), the same for every model of that task and "
+                           "seed.")
+    recipe: GridRecipes
     measures: MeasuresBlock
     claims: MeasuresGridClaims
+    ranking_resamples: int = Field(
+        200, ge=0, le=100_000, description="Bootstrap resamples of the models behind each "
+        "measure's interval on τ, Ψ and the CMI score in the ranking table (0: no intervals).")
     analyses: AnalysesSettings = Field(
         default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
         "model on the loss it minimised (the cross-entropy of the teacher's labels); none unless "
         "set.")
     runs: dict[Slug, MeasuresGridRun] = Field(
         min_length=1, description="One line per run (a grid point and a seed); the key is "
-        "d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed>, '_' for the point "
-        "(grid_runs writes a full grid).")
+        "<task>-d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed>, '_' for the "
+        "point (grid_runs writes a full grid).")
 
-    @field_validator("data")
-    @classmethod
-    def _classification(cls, data: TeacherStudentSettings) -> TeacherStudentSettings:
-        if data.task != "classification" or data.random_inputs:
-            raise ValueError("the measures rank classifiers: task 'classification' with the "
-                             "teacher's inputs (random_inputs false)")
-        return data
+    @model_validator(mode="after")
+    def _tasks_declared(self) -> Self:
+        for task in sorted({run.task for run in self.runs.values()}):
+            for block in ("data", "recipe"):
+                if getattr(getattr(self, block), task) is None:
+                    raise ValueError(f"runs of task {task!r} need {block}.{task}")
+        return self
+
+    def recipe_of(self, run: MeasuresGridRun) -> GridRecipe:
+        recipe = getattr(self.recipe, run.task)
+        assert recipe is not None  # by _tasks_declared
+        return recipe
 
 
 def run_id(run: MeasuresGridRun) -> str:
-    return (f"d{run.depth}-w{run.width}-lr{format_float_slug(run.lr)}-b{run.batch_size}"
-            f"-wd{format_float_slug(run.weight_decay)}-s{run.seed}")
+    return (f"{run.task}-d{run.depth}-w{run.width}-lr{format_float_slug(run.lr)}"
+            f"-b{run.batch_size}-wd{format_float_slug(run.weight_decay)}-s{run.seed}")
 
 
 
@@ -117,8 +218,8 @@ STUDY = StudyEntry(
     citation=CITATION,
     config=MeasuresGridConfig,
     run_id=run_id,
-    run_columns=("status", "depth", "width", "lr", "batch_size", "weight_decay", "steps",
-                 "final_train_acc", "final_test_acc", "gap"),
+    run_columns=("status", "task", "depth", "width", "lr", "batch_size", "weight_decay",
+                 "steps", "final_train_acc", "final_test_acc", "gap"),
     grouped=True,
     train_resources=Resources(mem_mb=4000, runtime=60),
 )
