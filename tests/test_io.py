@@ -81,3 +81,15 @@ def test_a_flipped_byte_in_parquet_is_refused_never_read_as_other_numbers(tmp_pa
             assert "bad.parquet" in str(exc)
             refused += 1
     assert refused > 0.9 * len(range(0, len(data), 37))
+
+
+def test_list_columns_read_back_as_one_matrix_or_refuse() -> None:
+    import pyarrow as pa
+
+    from genlab.io import ArtifactError, columns_to_numpy
+
+    same = pa.table({"x": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32()))})
+    assert columns_to_numpy(same, "x").tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    ragged = pa.table({"x": pa.array([[1.0, 2.0], [3.0]], pa.list_(pa.float32()))})
+    with pytest.raises(ArtifactError, match="lengths \\[1, 2\\]"):
+        columns_to_numpy(ragged, "x")

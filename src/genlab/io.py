@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 
@@ -180,10 +181,18 @@ def read_safetensors(path: str | Path, sha256: str | None) -> dict[str, Any]:
 
 
 def columns_to_numpy(table: pa.Table, name: str) -> np.ndarray:
-    """A column as numpy; a fixed-size-list column becomes a 2-D array (n, width)."""
+    """A column as numpy; a column of fixed-size lists, or of variable-length lists that all
+    have one length, becomes a 2-D array (n, width)."""
     column = table.column(name).combine_chunks()
     if pa.types.is_fixed_size_list(column.type):
         width = column.type.list_size
+        return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        lengths = set(pc.list_value_length(column).to_pylist())
+        if len(lengths) > 1:
+            raise ArtifactError(f"column {name!r} holds lists of lengths {sorted(lengths)}: "
+                                "not one matrix")
+        width = lengths.pop() if lengths else 0
         return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
     return column.to_numpy(zero_copy_only=False)
 

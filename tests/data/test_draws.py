@@ -127,3 +127,33 @@ def test_the_dvc_gate_stops_when_dvc_yaml_was_written_for_other_seeds(tmp_path, 
     assert main(["check-params", str(more), "--layout", written_for]) == 2
     assert "run `genlab dag --write`" in capsys.readouterr().err
     assert main(["check-params", str(more), "--layout", layout_digest(load_params(more))]) == 0
+
+
+def test_draws_of_different_widths_share_a_seed_folder(tmp_path) -> None:
+    """measures_grid's two tasks draw a 5-dimensional teacher task and 40-point MNIST-1D series
+    from one seed: the folder holds both, and each run reads back exactly its generator's."""
+    raw = yaml.safe_load(ci_params_text())
+    study = raw["studies"]["measures_grid"]
+    study["data"]["teacher"].update(n_train=30, n_test=20, input_dim=5)
+    study["data"]["mnist1d"].update(num_samples=100, train_split=0.5)
+    study["runs"] = {name: run for name, run in study["runs"].items()
+                     if name.endswith("-lr0_1-b32-wd0-s0") or name.endswith("-lr0_01-b32-wd0-s0")}
+    assert {run["task"] for run in study["runs"].values()} == {"teacher", "mnist1d"}
+    raw["studies"] = {"measures_grid": study}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    assert main(["synthesize", "--params", str(params), "--study", "measures_grid",
+                 "--out", str(tmp_path / "dataset")]) == 0
+    config = load_params(params).study("measures_grid")
+    draws = DatasetDraws(tmp_path / "dataset")
+    from genlab.studies import load_study
+
+    spec = load_study("measures_grid")
+    for name in config.runs:
+        got = draws.for_run(config, name)
+        made = spec.synthesize(draw_settings(config, draw_id(config, config.runs[name])))
+        for split in ("train", "test"):
+            a, b = getattr(got, split), getattr(made, split)
+            assert np.array_equal(a.x, b.x) and np.array_equal(a.y, b.y), (name, split)
+            assert np.array_equal(a.u_corrupt, b.u_corrupt) if split == "train" else True
+        assert got.train.x.shape[1] == (5 if config.runs[name].task == "teacher" else 40)

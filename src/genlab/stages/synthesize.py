@@ -25,6 +25,17 @@ def _with_draw(table: pa.Table, draw: str) -> pa.Table:
     return table.append_column("draw", pa.array([draw] * table.num_rows, pa.string()))
 
 
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """One table of a seed's draws. Draws of different input widths (measures_grid's teacher and
+    MNIST-1D tasks) store ``x`` as variable-length lists, which a run's reader turns back into
+    its draw's matrix (:func:`genlab.io.columns_to_numpy`); draws of one width keep the
+    fixed-size lists, byte for byte as before."""
+    if len({table.schema for table in tables}) > 1:
+        tables = [table.set_column(table.column_names.index("x"), "x", table.column("x").cast(
+            pa.list_(table.schema.field("x").type.value_type))) for table in tables]
+    return pa.concat_tables(tables, promote_options="default")
+
+
 def run(args: argparse.Namespace) -> int:
     params = setup(args)
     spec, config = study(params, args.study)
@@ -46,8 +57,8 @@ def _synthesize_seed(spec: Any, config: Any, seed: int, folder: Path, name: str)
         tests.append(_with_draw(test, draw))
         infos[draw] = {**dataset.info, "n_classes": dataset.n_classes, "data": overrides,
                        "n_train": train.num_rows, "n_test": test.num_rows}
-    write_parquet(folder / "train.parquet", pa.concat_tables(trains))
-    write_parquet(folder / "test.parquet", pa.concat_tables(tests))
+    write_parquet(folder / "train.parquet", _concat(trains))
+    write_parquet(folder / "test.parquet", _concat(tests))
     # what a run trains on, and nothing that moves with the code's commit (the runs depend on
     # these three files; the provenance beside them is not their input)
     write_json(folder / paths.DRAWS_INFO, infos)
