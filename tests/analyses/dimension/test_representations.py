@@ -11,8 +11,9 @@ from genlab.analyses.dimension.estimators import TwoNN
 from genlab.analyses.dimension.representations import layer_ids, layer_representations
 from genlab.analyses.settings import RepresentationSettings
 from genlab.models.cnn import CNN, CNNSettings
+from genlab.models.conv1d import Conv1DNet
 from genlab.models.mlp import MLP
-from genlab.settings import MLPSettings
+from genlab.settings import Conv1DSettings, MLPSettings
 
 
 def test_representations_are_the_forward_pass_split_at_each_activation() -> None:
@@ -55,8 +56,27 @@ def test_duplicate_representations_are_dropped_and_counted() -> None:
     assert hidden.n_distinct < 400 and math.isfinite(hidden.dimension)
 
 
-def test_only_fully_connected_models_qualify() -> None:
+def test_only_fully_connected_models_and_1d_cnns_qualify() -> None:
     model = CNN(CNNSettings(image_shape=(1, 6, 6), channels=(2,), kernel_size=3,
                             activation="relu", pooling="max"), 36, 3)
-    with pytest.raises(ValueError, match="fully connected"):
+    with pytest.raises(ValueError, match="fully connected model .an MLP. or a 1-D CNN"):
         layer_representations(model, torch.randn(4, 36))
+
+
+def test_a_1d_cnns_layers_are_its_activations_flattened() -> None:
+    torch.manual_seed(0)
+    model = Conv1DNet(Conv1DSettings(), 40, 10)  # MNIST-1D's ConvBase: 19, 10, 5 positions
+    model.train()
+    X = torch.randn(7, 40)
+    layers = layer_representations(model, X)
+    assert [name for name, _ in layers] == ["input", "hidden 1", "hidden 2", "hidden 3",
+                                            "output"]
+    assert [h.shape[1] for _, h in layers] == [40, 25 * 19, 25 * 10, 25 * 5, 10]
+    conv = [m for m in model.features if isinstance(m, torch.nn.Conv1d)]
+    h = X.reshape(7, 1, 40)
+    for (_, got), layer in zip(layers[1:4], conv, strict=True):
+        h = torch.relu(layer(h))
+        assert torch.equal(got, h.flatten(1))
+    with torch.no_grad():
+        assert torch.equal(layers[-1][1], model(X))
+    assert model.training  # flags restored

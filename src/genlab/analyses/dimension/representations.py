@@ -1,8 +1,10 @@
 """Intrinsic dimension of a network's representations, layer by layer (Ansuini et al. 2019).
 
 For a fully connected network (``model.net`` an ``nn.Sequential`` of Linear/activation layers,
-as :class:`genlab.models.mlp.MLP` builds it) the representations are the input (layer 0, whose
-ID is the data's, d_data), the output of every activation (the hidden layers) and the logits.
+as :class:`genlab.models.mlp.MLP` builds it) or a 1-D CNN (:class:`genlab.models.conv1d.
+Conv1DNet`: Conv1d/activation layers, then a Linear head) the representations are the input
+(layer 0, whose ID is the data's, d_data), the output of every activation (the hidden layers;
+a conv layer's channels x positions as one vector) and the logits.
 Their ID is estimated by TwoNN (:class:`genlab.analyses.dimension.estimators.TwoNN`) or MLE on the
 same examples for every layer. Ansuini et al. report, for networks that generalise, an ID far
 below the layer width that rises then falls with depth, a last hidden layer whose ID tracks test
@@ -16,6 +18,7 @@ duplicates are dropped first (``duplicates="drop"``) and the count kept is recor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +26,7 @@ from torch import Tensor, nn
 
 from genlab.analyses.dimension.estimators import MLE, TwoNN
 from genlab.analyses.settings import RepresentationSettings
+from genlab.models.conv1d import Conv1DNet
 
 ACTIVATION_TYPES = (nn.ReLU, nn.Tanh, nn.GELU)
 
@@ -36,25 +40,41 @@ class LayerID:
     n_distinct: int  # distinct representations the estimate used (duplicates dropped)
 
 
+def _layers(model: nn.Module) -> tuple[nn.Sequential, Callable[[Tensor], Tensor],
+                                        Callable[[Tensor], Tensor]]:
+    """The trunk of a model whose hidden layers this module reads, with what its forward does
+    before the trunk and after it: an MLP (``model.net``: Linear and activation layers) or a
+    :class:`genlab.models.conv1d.Conv1DNet` (``model.features``: Conv1d and activation layers
+    on the series as one channel, then ``model.head`` on the flattened features)."""
+    if isinstance(model, Conv1DNet) and all(
+            isinstance(m, (nn.Conv1d, *ACTIVATION_TYPES)) for m in model.features):
+        return (model.features, lambda x: x.reshape(len(x), 1, -1),
+                lambda h: model.head(h.flatten(1)))
+    net = getattr(model, "net", None)
+    if isinstance(net, nn.Sequential) and all(
+            isinstance(m, (nn.Linear, *ACTIVATION_TYPES)) for m in net):
+        return net, lambda x: x, lambda h: h
+    raise ValueError("layer-wise ID needs a sequential fully connected model (an MLP) or a "
+                     f"1-D CNN (Conv1DNet), got {type(model).__name__}")
+
+
 @torch.no_grad()
 def layer_representations(model: nn.Module, X: Tensor) -> list[tuple[str, Tensor]]:
-    """(name, (n, width)) of the input, every hidden layer and the output, in eval mode; the
-    model's train/eval flags are restored. Only sequential fully connected models qualify."""
-    net = getattr(model, "net", None)
-    if not isinstance(net, nn.Sequential) or not all(
-            isinstance(m, (nn.Linear, *ACTIVATION_TYPES)) for m in net):
-        raise ValueError(f"layer-wise ID needs a sequential fully connected model (an MLP), got "
-                         f"{type(model).__name__}")
+    """(name, (n, width)) of the input, every hidden layer (each activation's output, flattened:
+    a conv layer's channels x positions) and the output, in eval mode; the model's train/eval
+    flags are restored. MLPs and 1-D CNNs qualify (:func:`_layers`)."""
+    trunk, before, after = _layers(model)
     flags = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
-        h = X.to(next(model.parameters()).dtype)
-        layers = [("input", h.reshape(len(h), -1))]
-        for module in net:
+        x = X.to(next(model.parameters()).dtype)
+        layers = [("input", x.reshape(len(x), -1))]
+        h = before(x)
+        for module in trunk:
             h = module(h)
             if isinstance(module, ACTIVATION_TYPES):
-                layers.append((f"hidden {len(layers)}", h))
-        layers.append(("output", h))
+                layers.append((f"hidden {len(layers)}", h.flatten(1)))
+        layers.append(("output", after(h)))
         return layers
     finally:
         for module, training in flags:
