@@ -1,0 +1,83 @@
+"""The layer-ID study's summary and claims."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from genlab.studies.base import ClaimResult, Summary
+from genlab.studies.claims import decide_units, declare
+from genlab.studies.layer_id.settings import CITATION, NAME, LayerIDClaims, LayerIDConfig
+
+MODELS = ("cnn", "mlp")
+CLAIMS = declare(NAME, CITATION, {
+    "hunchback": ("The intrinsic dimension of a trained network's representations rises over "
+                  "its first layers and falls towards its output (a hunchback profile)",
+                  "per seed, in the network trained on the true labels: the largest "
+                  "hidden-layer TwoNN ID minus the larger of the input's and the last hidden "
+                  "layer's (> 0: a peak inside the network)"),
+    "random_last_higher": ("The last hidden layer's intrinsic dimension is lower in a network "
+                           "trained on the true labels than in one that fits random labels",
+                           "per seed (one data draw, initialisation and minibatch order for "
+                           "both), the last hidden layer's TwoNN ID after random labels minus "
+                           "after the true ones"),
+})
+
+
+def hunchback_height(ids: list[float]) -> float:
+    """max over hidden layers of the ID minus max(input ID, last hidden ID); ``ids`` runs from
+    the input to the output (the last entry, the logits, is not a hidden layer)."""
+    hidden = ids[1:-1]
+    return max(hidden) - max(ids[0], hidden[-1])
+
+
+def _fitted(m: Mapping[str, Any]) -> bool:
+    return m["status"] == "fitted"
+
+
+def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], model: str
+                    ) -> dict[str, dict[int, float | None]]:
+    """Claim -> seed -> its statistic for ``model`` (None where a run it needs is missing or did
+    not fit its labels)."""
+    runs = {(m["labels"], int(m["seed"])): m for m in metrics.values() if m["model"] == model}
+    seeds = sorted({seed for _, seed in runs})
+    out: dict[str, dict[int, float | None]] = {"hunchback": {}, "random_last_higher": {}}
+    for seed in seeds:
+        clean, random = runs.get(("clean", seed)), runs.get(("random", seed))
+        ok_clean = clean is not None and _fitted(clean)
+        out["hunchback"][seed] = hunchback_height(clean["id_trained"]) if ok_clean else None
+        out["random_last_higher"][seed] = (
+            random["last_hidden_id"] - clean["last_hidden_id"]
+            if ok_clean and random is not None and _fitted(random) else None)
+    return out
+
+
+def check_claims(metrics: Mapping[str, Mapping[str, Any]],
+                 rules: LayerIDClaims) -> list[ClaimResult]:
+    claims = []
+    for model in MODELS:
+        if not any(m["model"] == model for m in metrics.values()):
+            continue
+        stats = seed_statistics(metrics, model)
+        not_fitted = sorted(name for name, m in metrics.items()
+                            if m["model"] == model and not _fitted(m))
+        for key in CLAIMS:
+            claims.append(decide_units(CLAIMS[key], getattr(rules, key), stats[key],
+                                       {"not_fitted": not_fitted}, condition=model))
+    return claims
+
+
+def summarize(config: LayerIDConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
+    rows = []
+    for name, m in sorted(metrics.items()):
+        for depth, (layer, width, init, trained) in enumerate(zip(
+                m["layers"], m["widths"], m["id_init"], m["id_trained"], strict=True)):
+            rows.append({"run": name, "model": m["model"], "labels": m["labels"],
+                         "seed": int(m["seed"]), "depth": depth, "layer": layer,
+                         "width": width, "id_init": init, "id_trained": trained})
+    data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
+    table = pa.Table.from_pylist(rows) if rows else pa.table({"run": pa.array([], pa.string())})
+    return Summary(data=data, claims=tuple(check_claims(metrics, config.claims)), table=table)

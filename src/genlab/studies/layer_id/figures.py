@@ -1,0 +1,46 @@
+"""The layer-ID study's report figure: the ID profile per architecture and labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pyarrow as pa
+from matplotlib.figure import Figure
+
+from genlab.report.bands import plot_mean_band
+from genlab.studies.layer_id.claims import MODELS
+
+STYLE = {"clean": "tab:blue", "random": "tab:red"}
+
+
+def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]]:
+    rows = table.to_pylist()
+    models = [m for m in MODELS if any(r.get("model") == m for r in rows)]
+    if not models:
+        return []
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        mine = [r for r in rows if r["model"] == model]
+        names = {r["depth"]: r["layer"] for r in mine}
+        for labels, colour in STYLE.items():
+            for column, style, what in (("id_trained", "o-", "trained"),
+                                        ("id_init", "--", "at init")):
+                units: dict[float, list[float]] = {}
+                for r in mine:
+                    if r["labels"] == labels:  # one value per seed at each depth
+                        units.setdefault(r["depth"], []).append(r[column])
+                plot_mean_band(ax, units, color=colour, label=f"{labels} labels, {what}",
+                               style=style, alpha=1.0 if column == "id_trained" else 0.5)
+        ax.set_xticks(sorted(names), [names[d] for d in sorted(names)], rotation=30,
+                      fontsize=7)
+        ax.set_title(model.upper(), fontsize=9)
+        ax.set_ylabel("TwoNN intrinsic dimension")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return [("TwoNN intrinsic dimension of each layer's representation of the MNIST-1D test "
+             "inputs: the mean over seeds with its 95% interval, after fitting the true labels "
+             "(blue) or random ones (red), and the same networks at initialisation (dashed)",
+             fig)]

@@ -1,0 +1,86 @@
+"""The layer-ID study's settings and registry entry (cheap: no torch, no numpy)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from genlab.data.settings import MNIST1DSettings
+from genlab.settings import ClaimRule, Conv1DSettings, FrozenModel, MLPSettings, Seed, Slug
+from genlab.studies.entry import PlotSpec, Resources, StudyEntry
+
+NAME = "layer_id"
+CITATION = ("Ansuini, Laio, Macke, Zoccolan. Intrinsic dimension of data representations in "
+            "deep neural networks. NeurIPS 2019; data: Greydanus, Scaling down deep learning "
+            "(MNIST-1D), arXiv:2011.14439, 2020.")
+
+ModelName = Literal["mlp", "cnn"]
+Labels = Literal["clean", "random"]
+
+
+class LayerIDModels(FrozenModel):
+    mlp: MLPSettings = Field(description="The fully connected network.")
+    cnn: Conv1DSettings = Field(description="The 1-D CNN.")
+
+
+class LayerIDRecipe(FrozenModel):
+    """Adam on the cross-entropy until the training accuracy reaches ``stop_at_train_acc``."""
+
+    lr: float = Field(gt=0, le=1e3, description="Adam's step size.")
+    batch_size: int = Field(ge=1, le=10_000_000)
+    max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
+    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations (the "
+                            "stop check and history rows).")
+    stop_at_train_acc: float = Field(1.0, gt=0, le=1, description="Stop once the training "
+                                     "accuracy reaches this; a run that never does leaves its "
+                                     "seed's claims undefined.")
+
+
+class LayerIDRun(FrozenModel):
+    model: ModelName = Field(description="mlp or cnn.")
+    labels: Labels = Field(description="'clean': the true labels; 'random': every training "
+                           "label redrawn uniformly (the draw's corruption labels).")
+    seed: Seed = Field(description="Seed of the data draw, the initialisation and the minibatch "
+                       "order (a seed's clean and random runs share all three).")
+
+
+class LayerIDClaims(FrozenModel):
+    """The rules the literature claims are judged by (declared before the run)."""
+
+    hunchback: ClaimRule = Field(description="Per seed, the clean network's largest hidden-layer "
+                                 "ID minus the larger of the input's and the last hidden "
+                                 "layer's.")
+    random_last_higher: ClaimRule = Field(description="Per seed, the last hidden layer's ID "
+                                          "after random labels minus after clean ones.")
+
+
+class LayerIDConfig(FrozenModel):
+    description: str = Field("", max_length=2000)
+    data: MNIST1DSettings
+    models: LayerIDModels
+    recipe: LayerIDRecipe
+    twonn_discard: float = Field(0.1, ge=0, lt=1, description="Fraction of the largest "
+                                 "neighbour-distance ratios TwoNN discards (Facco et al.: 0.1).")
+    claims: LayerIDClaims
+    runs: dict[Slug, LayerIDRun] = Field(min_length=1, description="One line per run; the key "
+                                         "is <model>-<labels>-s<seed>.")
+
+
+def run_id(run: LayerIDRun) -> str:
+    return f"{run.model}-{run.labels}-s{run.seed}"
+
+
+STUDY = StudyEntry(
+    name=NAME,
+    title="Layer-wise intrinsic dimension on MNIST-1D (Ansuini et al. 2019): a hunchback "
+          "profile, and a last layer lower on true than on random labels",
+    citation=CITATION,
+    config=LayerIDConfig,
+    run_id=run_id,
+    run_columns=("status", "steps", "final_train_acc", "final_test_acc", "last_hidden_id"),
+    plots=(PlotSpec("layer_id", x="depth", y="id_trained",
+                    title="TwoNN intrinsic dimension per layer, trained"),),
+    grouped=False,
+    train_resources=Resources(mem_mb=2000, runtime=30),
+)
