@@ -24,15 +24,16 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     for ax, model in zip(axes[0], models, strict=True):
         mine = [r for r in rows if r["model"] == model]
         names = {r["depth"]: r["layer"] for r in mine}
-        for labels, colour in STYLE.items():
-            for column, style, what in (("id_trained", "o-", "trained"),
-                                        ("id_init", "--", "at init")):
-                units: dict[float, list[float]] = {}
-                for r in mine:
-                    if r["labels"] == labels:  # one value per seed at each depth
-                        units.setdefault(r["depth"], []).append(r[column])
-                plot_mean_band(ax, units, color=colour, label=f"{labels} labels, {what}",
-                               style=style, alpha=1.0 if column == "id_trained" else 0.5)
+        # a seed's clean and random runs start from one initialisation: its profile once, grey
+        for labels, column, colour, style, label in (
+                ("clean", "id_init", "grey", "--", "at initialisation"),
+                *((lab, "id_trained", c, "o-", f"trained, {lab} labels")
+                  for lab, c in STYLE.items())):
+            units: dict[float, list[float]] = {}
+            for r in mine:
+                if r["labels"] == labels:  # one value per seed at each depth
+                    units.setdefault(r["depth"], []).append(r[column])
+            plot_mean_band(ax, units, color=colour, label=label, style=style)
         ax.set_xticks(sorted(names), [names[d] for d in sorted(names)], rotation=30,
                       fontsize=7)
         ax.set_title(model.upper(), fontsize=9)
@@ -42,5 +43,6 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     fig.tight_layout()
     return [("TwoNN intrinsic dimension of each layer's representation of the MNIST-1D test "
              "inputs: the mean over seeds with its 95% interval, after fitting the true labels "
-             "(blue) or random ones (red), and the same networks at initialisation (dashed)",
+             "(blue) or random ones (red), and at initialisation (grey, dashed: a seed's two "
+             "runs share it)",
              fig)]
