@@ -50,6 +50,17 @@ def test_equal_to_the_one_measure_functions(seed: int) -> None:
     assert np.isnan([stats.tau[4], stats.psi[4], stats.cmi[4]]).all()
 
 
+def test_measures_in_chunks_give_the_same_numbers(monkeypatch) -> None:
+    from genlab.analyses.measures import ranking
+
+    measures, gap, hp = grid(1)
+    whole = ranking_statistics(measures, gap, hp)
+    monkeypatch.setattr(ranking, "PAIR_BUDGET", 2 * len(gap) * (len(gap) - 1))  # 2 at a time
+    chunked = ranking_statistics(measures, gap, hp)
+    for key in ("tau", "psi", "cmi"):
+        np.testing.assert_array_equal(getattr(chunked, key), getattr(whole, key))
+
+
 def test_without_hyperparameters_only_tau_is_defined() -> None:
     measures, gap, _ = grid(0)
     stats = ranking_statistics(measures, gap, {})

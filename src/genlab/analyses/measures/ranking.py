@@ -144,20 +144,26 @@ class ConditionalMI:
 
 
 def _conditioning_cells(coded: Mapping[str, tuple[np.ndarray, int]], k: np.ndarray,
-                        l_: np.ndarray, max_conditioning: int
+                        l_: np.ndarray, max_conditioning: int, compact: bool = True
                         ) -> Iterator[tuple[tuple[str, ...], np.ndarray, int]]:
     """For each set S of at most ``max_conditioning`` hyperparameters (the empty set first):
-    S, the cell of U_S = (θ_S^k, θ_S^l) of each pair (k, l) as 0 … C−1, and C."""
+    S, the cell of U_S = (θ_S^k, θ_S^l) of each pair (k, l) as 0 … C−1, and C. ``compact``
+    numbers only the cells that occur; otherwise C is every combination of levels (cells that
+    no pair falls in carry no weight in the score)."""
     names: Sequence[str] = list(coded)
     for size in range(min(max_conditioning, len(names)) + 1):
         for subset in itertools.combinations(names, size):
             cell = np.zeros(len(k), dtype=np.int64)
+            cells = 1
             for name in subset:
                 codes, levels = coded[name]
                 cell = (cell * levels + codes[k]) * levels + codes[l_]
-            _, cell = np.unique(cell, return_inverse=True)
-            cell = cell.reshape(-1)
-            yield subset, cell, int(cell.max()) + 1
+                cells *= levels * levels
+            if compact:
+                _, cell = np.unique(cell, return_inverse=True)
+                cell = cell.reshape(-1)
+                cells = int(cell.max()) + 1
+            yield subset, cell, cells
 
 
 def conditional_mutual_information(measure: ArrayLike, gap: ArrayLike,
@@ -183,6 +189,11 @@ def conditional_mutual_information(measure: ArrayLike, gap: ArrayLike,
     return ConditionalMI(defined[argmin], argmin, per_set)
 
 
+PAIR_BUDGET = 2**24
+"""Most (measure, ordered pair) entries :func:`ranking_statistics` holds in one array (int64:
+128 MiB): 37 measures over 96 models fit at once; over the paper preset's 1,215, 11 at a time."""
+
+
 @dataclass(frozen=True)
 class RankingStatistics:
     """τ_b, Ψ and the CMI score K of several measures over the same models, one entry each."""
@@ -198,17 +209,21 @@ def _pair_signs(values: np.ndarray, k: np.ndarray, l_: np.ndarray) -> np.ndarray
     return np.where(np.isnan(a) | np.isnan(b), 0.0, np.sign(a - b))
 
 
-def _tau_by_group(sx: np.ndarray, sy: np.ndarray, defined: np.ndarray, group: np.ndarray,
+def _tau_by_group(sx: np.ndarray, sy: np.ndarray, group: np.ndarray,
                   n_groups: int) -> np.ndarray:
-    """τ_b of each row of ``sx`` within each group of pairs (``group`` per pair, −1: none);
-    NaN where a group has no untied pair in the measure or the gap."""
-    onehot = np.zeros((len(group), n_groups))
-    use = np.nonzero(group >= 0)[0]
-    onehot[use, group[use]] = 1.0
-    s, ux, uy = (sx * sy) @ onehot, np.abs(sx) @ onehot, np.abs(sy) @ onehot
-    out = np.full(s.shape, np.nan)
-    ok = (ux > 0) & (uy > 0)
-    out[ok] = s[ok] / np.sqrt(ux[ok] * uy[ok])
+    """τ_b of each row of ``sx`` (``sy``: the gap's signs, 0 where the row's measure is
+    undefined) within each group of pairs (``group`` per pair, −1: none); NaN where a group has
+    no untied pair in the measure or the gap."""
+    use = group >= 0
+    g = group[use]
+    out = np.full((len(sx), n_groups), np.nan)
+    for r in range(len(sx)):
+        x, y = sx[r, use], sy[r, use]
+        s = np.bincount(g, weights=x * y, minlength=n_groups)
+        ux = np.bincount(g, weights=np.abs(x), minlength=n_groups)
+        uy = np.bincount(g, weights=np.abs(y), minlength=n_groups)
+        ok = (ux > 0) & (uy > 0)
+        out[r, ok] = s[ok] / np.sqrt(ux[ok] * uy[ok])
     return out
 
 
@@ -246,36 +261,49 @@ def ranking_statistics(measures: ArrayLike, gap: ArrayLike, hyperparams: Mapping
     m, n = x.shape
     if len(y) != n or np.isnan(y).any():
         raise ValueError(f"gap must hold {n} defined values")
-    k, l_ = np.triu_indices(n, 1)
-    finite = ~np.isnan(x)
-    defined = (finite[:, k] & finite[:, l_]).astype(np.float64)
-    sx, sy = _pair_signs(x, k, l_), np.sign(y[k] - y[l_])[None, :] * defined
-    whole = np.zeros(len(k), dtype=np.int64)
-    tau = _tau_by_group(sx, sy, defined, whole, 1)[:, 0]
     codes = {name: _codes(values, n, name) for name, values in hyperparams.items()}
-    psi = np.full(m, np.nan)
-    if codes:
-        per = []
-        for name in codes:
-            others = [codes[o][0] for o in codes if o != name]
-            keys = np.stack(others, axis=1) if others else np.zeros((n, 1), dtype=np.int64)
-            _, group_of = np.unique(keys, axis=0, return_inverse=True)
-            group_of = group_of.reshape(-1)
-            pair_group = np.where(group_of[k] == group_of[l_], group_of[k], -1)
-            per.append(_nanmean_rows(_tau_by_group(sx, sy, defined, pair_group,
-                                                   int(group_of.max()) + 1)))
-        psi = _nanmean_rows(np.stack(per, axis=1))
-    cmi = np.full(m, np.nan)
-    if codes:
-        ok, ol = np.nonzero(~np.eye(n, dtype=bool))  # ordered pairs k ≠ l
-        outcome = 2 * (y[ok] > y[ol]).astype(np.int64)[None, :] + (x[:, ok] > x[:, ol])
-        weight = (finite[:, ok] & finite[:, ol]).astype(np.float64)
-        for _, cell, cells in _conditioning_cells(codes, ok, ol, max_conditioning):
-            index = (np.arange(m)[:, None] * cells + cell.reshape(1, -1)) * 4 + outcome
-            joint = np.bincount(index.reshape(-1), weights=weight.reshape(-1),
-                                minlength=m * cells * 4).reshape(m, cells, 2, 2)
+    # what every measure shares: the pairs, the gap's order on them, the granulated Kendall
+    # groups and the conditioning cells
+    k, l_ = np.triu_indices(n, 1)
+    gap_sign = np.sign(y[k] - y[l_])
+    groupings = []
+    for name in codes:
+        others = [codes[o][0] for o in codes if o != name]
+        keys = np.stack(others, axis=1) if others else np.zeros((n, 1), dtype=np.int64)
+        _, group_of = np.unique(keys, axis=0, return_inverse=True)
+        group_of = group_of.reshape(-1)
+        groupings.append((np.where(group_of[k] == group_of[l_], group_of[k], -1),
+                          int(group_of.max()) + 1))
+    ok, ol = np.nonzero(~np.eye(n, dtype=bool)) if codes else (k[:0], k[:0])  # k ≠ l
+    gap_order = 2 * (y[ok] > y[ol]).astype(np.int64)
+    cells = [(cell, count) for _, cell, count in _conditioning_cells(
+        codes, ok, ol, max_conditioning, compact=False)] if codes else []
+    whole = np.zeros(len(k), dtype=np.int64)
+    tau, psi, cmi = np.full(m, np.nan), np.full(m, np.nan), np.full(m, np.nan)
+    rows = max(1, PAIR_BUDGET // max(1, n * (n - 1)))
+    for start in range(0, m, rows):  # a few measures at a time: arrays stay within budget
+        chunk = slice(start, min(m, start + rows))
+        xc = x[chunk]
+        finite = ~np.isnan(xc)
+        defined = finite[:, k] & finite[:, l_]
+        sx, sy = _pair_signs(xc, k, l_), gap_sign[None, :] * defined
+        tau[chunk] = _tau_by_group(sx, sy, whole, 1)[:, 0]
+        if groupings:
+            psi[chunk] = _nanmean_rows(np.stack(
+                [_nanmean_rows(_tau_by_group(sx, sy, group, count))
+                 for group, count in groupings], axis=1))
+        if not cells:
+            continue
+        outcome = gap_order[None, :] + (xc[:, ok] > xc[:, ol])
+        weight = (finite[:, ok] & finite[:, ol]).astype(np.float64).reshape(-1)
+        best = cmi[chunk]
+        for cell, count in cells:
+            index = (np.arange(len(xc))[:, None] * count + cell[None, :]) * 4 + outcome
+            joint = np.bincount(index.reshape(-1), weights=weight,
+                                minlength=len(xc) * count * 4).reshape(len(xc), count, 2, 2)
             value = _normalized_cmi_rows(joint)
-            cmi = np.where(~np.isnan(value) & ~(value >= cmi), value, cmi)
+            best = np.where(~np.isnan(value) & ~(value >= best), value, best)
+        cmi[chunk] = best
     return RankingStatistics(tau=tau, psi=psi, cmi=cmi)
 
 
