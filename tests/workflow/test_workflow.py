@@ -379,19 +379,27 @@ def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Proje
     want it and what follows; what finished is recorded. The stage prints one line, no
     traceback, and a rerun completes the edit."""
     def lr(raw):
-        raw["studies"]["random_labels"]["train"]["lr"] = 0.045  # a value no other test runs
+        train = raw["studies"]["random_labels"]["train"]
+        train["lr"] = 0.045  # a value no other test runs
+        # seconds of training (every step taken) for the signal to land in, not 0.6 s
+        train.update(max_steps=30000, stop_at_train_acc=None)
     project.edit(lr)
     try:
         log = project.root / "logs/sigint-run.txt"
+        train_log = project.root / "logs/random_labels/train.log"
+        train_log.unlink(missing_ok=True)  # an earlier run's copy holds the line waited for
         with log.open("w") as out:
             proc = subprocess.Popen(["snakemake", "--cores", "1"], cwd=project.root,
                                     env=project.env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             deadline = time.monotonic() + 600
-            # once the training job has started (after the gate's job finished): a signal in
-            # the scheduler's gap between two jobs, which grows with the DAG, interrupts no job
-            while ("localrule random_labels_train" not in log.read_text()
-                   and proc.poll() is None):
+            # once the training job has logged that it is training: a signal before (in the
+            # scheduler's gap between two jobs, or while the job imports torch) is not Ctrl-C
+            # in the middle of a job, and Snakemake may even let it pass
+            while "training 3 run(s) of random_labels" not in (
+                    train_log.read_text() if train_log.exists() else ""):
+                assert proc.poll() is None, ("snakemake finished before the training job "
+                                             "started: " + log.read_text())
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.2)
             time.sleep(1.0)

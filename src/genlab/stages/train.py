@@ -26,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
     draws = DatasetDraws(args.dataset)
+    # the first line of a long stage's log: it has started (and what), before any result
+    log.info("training %s of %s on %s", f"{len(config.runs)} run(s)" if args.run is None
+             else args.run, args.study, describe_device(device))
     t0 = time.perf_counter()
     if args.run is None:  # the whole sweep, into runs/<run>/
         runs = list(config.runs)
