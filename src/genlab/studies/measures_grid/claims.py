@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -186,10 +187,18 @@ def check_claims(per_seed: Mapping[int, Mapping[str, Any]], rules: MeasuresGridC
             for key in CLAIMS]
 
 
-def _ranking(metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]
-             ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray], list[str]]:
-    """The ranking rows of the included runs among ``names``, the hyperparameters they vary,
-    and the included names."""
+@dataclass(frozen=True)
+class _Ranking:
+    """The ranking of the included runs among some names, with what it was computed from."""
+
+    rows: list[dict[str, Any]]  # ranking_rows' rows
+    values: dict[str, np.ndarray]  # measure -> its value per included run
+    gap: np.ndarray  # the gap per included run
+    varied: dict[str, np.ndarray]  # the hyperparameters these runs vary
+    included: list[str]
+
+
+def _ranking(metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> _Ranking:
     included = [n for n in names if metrics[n]["included"]]
     measure_names = sorted({m for n in names for m in metrics[n]["measures"]})
     gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
@@ -197,21 +206,18 @@ def _ranking(metrics: Mapping[str, Mapping[str, Any]], names: Sequence[str]
                           dtype=np.float64) for m in measure_names}
     varied = {h: np.array([metrics[n][h] for n in included]) for h in HYPERPARAMETERS
               if len({metrics[n][h] for n in included}) > 1}
-    return ranking_rows(values, gap, varied), varied, included
+    return _Ranking(ranking_rows(values, gap, varied), values, gap, varied, included)
 
 
-def _with_intervals(rows: list[dict[str, Any]], metrics: Mapping[str, Mapping[str, Any]],
-                    included: Sequence[str], varied: Mapping[str, np.ndarray],
-                    resamples: int) -> None:
+def _with_intervals(ranking: _Ranking, resamples: int) -> None:
     """Add each row's bootstrap interval over models on τ, Ψ and the CMI score (``tau_lo``,
     ``tau_hi``, ...; NaN where undefined or ``resamples`` is 0)."""
-    names = [r["measure"] for r in rows]
-    values = np.array([_ranks(np.array([measure_value(metrics[n]["measures"].get(m))
-                                        for n in included], dtype=np.float64))
-                       for m in names]).reshape(len(names), len(included))
-    gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
-    bounds = (bootstrap_ranking(values, gap, varied, resamples) if resamples and len(gap) > 1
-              else {k: np.full((len(names), 2), np.nan) for k in ("tau", "psi", "cmi")})
+    rows, gap = ranking.rows, ranking.gap
+    ranks = np.array([_ranks(ranking.values[r["measure"]]) for r in rows]).reshape(
+        len(rows), len(gap))
+    bounds = (bootstrap_ranking(ranks, gap, ranking.varied, resamples)
+              if resamples and len(gap) > 1
+              else {k: np.full((len(rows), 2), np.nan) for k in ("tau", "psi", "cmi")})
     for i, row in enumerate(rows):
         for key, b in bounds.items():
             row[f"{key}_lo"], row[f"{key}_hi"] = float(b[i, 0]), float(b[i, 1])
@@ -226,14 +232,13 @@ def _summarize_task(config: MeasuresGridConfig, task: str,
     for n in names:
         if not metrics[n]["included"]:
             excluded[metrics[n]["status"]] = excluded.get(metrics[n]["status"], 0) + 1
-    rows, varied, included = _ranking(metrics, names)
-    _with_intervals(rows, metrics, included, varied, config.ranking_resamples)
-    gap = np.array([metrics[n]["gap"] for n in included], dtype=np.float64)
+    pooled = _ranking(metrics, names)
+    _with_intervals(pooled, config.ranking_resamples)
+    rows, varied, included, gap = pooled.rows, pooled.varied, pooled.included, pooled.gap
     per_seed = {}
     for seed in sorted({int(metrics[n]["seed"]) for n in names}):
-        mine = [n for n in names if int(metrics[n]["seed"]) == seed]
-        seed_rows, _, seed_included = _ranking(metrics, mine)
-        per_seed[seed] = seed_statistics(seed_rows, len(seed_included))
+        mine = _ranking(metrics, [n for n in names if int(metrics[n]["seed"]) == seed])
+        per_seed[seed] = seed_statistics(mine.rows, len(mine.included))
     data = {
         "task": task, "n_runs": len(names), "n_included": len(included),
         "n_excluded": sum(excluded.values()), "excluded_by_status": excluded,
