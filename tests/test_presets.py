@@ -65,9 +65,9 @@ def at(tree, path):
 
 
 def leaves(tree, path=()):
-    """(key path, value) of every override: a runs block is one leaf."""
+    """(key path, value) of every override: a runs or grid block is one leaf."""
     for key, value in tree.items():
-        if isinstance(value, dict) and key != REPLACED:
+        if isinstance(value, dict) and key not in REPLACED:
             yield from leaves(value, (*path, key))
         else:
             yield (*path, key), value
@@ -151,7 +151,7 @@ def test_merged_preset_validates_and_keeps_the_old_presets_sizes(name: str) -> N
     data = yaml.safe_load(text)
     for path, value in FACTS[name].items():
         assert at(data, path) == value, path
-    assert {s: len(b["runs"]) for s, b in data["studies"].items()} == RUNS[name]
+    assert {s: len(params.study(s).runs) for s in data["studies"]} == RUNS[name]
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -3,11 +3,11 @@
 ``params.yaml`` is the ``default`` preset and the one full config. ``workflow/presets/<name>.yaml``
 holds only what a preset changes (its ``scale:``, its sizes, its run grids), and this module merges
 it onto ``params.yaml`` (:func:`merge`): mappings merge key by key, any other value replaces, a
-``runs:`` block replaces the base's grid whole, and a key that ``params.yaml`` does not have is an
-error naming its path, so a typo cannot add a key silently. :func:`preset_text` writes the merged
-file with ``params.yaml``'s comments and key order (ruamel.yaml round trip) and validates it, in
-the layout DVC's own YAML dump keeps (:func:`dvc_stable`), so that ``dvc exp run -S key=value``
-on a generated file changes one line, not the file's layout.
+``runs:`` or ``grid:`` block replaces the base's whole, and a key that ``params.yaml`` does not
+have is an error naming its path, so a typo cannot add a key silently. :func:`preset_text`
+writes the merged file with ``params.yaml``'s comments and key order (ruamel.yaml round trip) and
+validates it, in the layout DVC's own YAML dump keeps (:func:`dvc_stable`), so that
+``dvc exp run -S key=value`` on a generated file changes one line, not the file's layout.
 ``genlab preset paper --out params.yaml`` switches presets; ``git checkout params.yaml`` goes back.
 """
 
@@ -32,8 +32,8 @@ from genlab.config import ParamsError, format_key_path, parse_yaml, validate_par
 PRESETS_DIR = Path("workflow/presets")
 """Where the presets' override files live, relative to the project root."""
 BASE = Path("params.yaml")
-REPLACED = "runs"
-"""A mapping under this key replaces the base's whole: a preset's grid of runs is its own."""
+REPLACED = frozenset({"runs", "grid"})
+"""A mapping under these keys replaces the base's whole: a preset's runs are its own."""
 GENERATED = "# GENERATED from params.yaml + workflow/presets/{name}.yaml by `genlab preset {name}`"
 HEADER = (GENERATED + "\n"
           "# (`--out FILE` writes it): edit those two files, not this one, and regenerate.\n"
@@ -50,8 +50,8 @@ class PresetError(ParamsError):
 
 def merge(base: dict, overrides: dict, path: tuple[Any, ...] = ()) -> dict:
     """``base`` with ``overrides`` applied, as a new mapping of ``base``'s type (neither input is
-    modified). Mappings merge recursively, every other value replaces, a ``runs:`` mapping
-    replaces the base's runs whole; an override key that ``base`` does not have raises
+    modified). Mappings merge recursively, every other value replaces, a ``runs:`` or ``grid:``
+    mapping replaces the base's whole; an override key that ``base`` does not have raises
     :class:`PresetError` naming its key path (``path`` is the key path of ``base`` itself)."""
     merged = copy.deepcopy(base)
     for key, value in overrides.items():
@@ -60,11 +60,11 @@ def merge(base: dict, overrides: dict, path: tuple[Any, ...] = ()) -> dict:
             allowed = ", ".join(str(k) for k in merged)
             raise PresetError(f"{format_key_path(where)}: not a key of params.yaml (a preset only "
                               f"overrides existing keys; allowed here: {allowed})")
-        if key != REPLACED and isinstance(value, Mapping) and isinstance(merged[key], Mapping):
+        if key not in REPLACED and isinstance(value, Mapping) and isinstance(merged[key], Mapping):
             merged[key] = merge(merged[key], value, where)
         else:
             merged[key] = copy.deepcopy(value)
-            if key == REPLACED:
+            if key in REPLACED:
                 _carry_comment(overrides, merged, key)
     return merged
 
@@ -107,9 +107,9 @@ def dvc_stable(node: Any, indent: int = 0) -> Any:
         if isinstance(value, FoldedScalarString):
             node[key] = FoldedScalarString(str(value))  # no fold positions: ruamel's wrapping
         elif isinstance(value, (Mapping, list)) and isinstance(value, CommentedBase):
-            if (isinstance(value, Mapping) and value.fa.flow_style()
-                    and indent + len(f"{key}: ") + len(_one_line(value)) <= WIDTH):
-                continue
+            if not value or (isinstance(value, Mapping) and value.fa.flow_style()
+                             and indent + len(f"{key}: ") + len(_one_line(value)) <= WIDTH):
+                continue  # an empty one has no block form: ``{}`` or ``[]``
             value.fa.set_block_style()
             dvc_stable(value, indent + 2)
     return node

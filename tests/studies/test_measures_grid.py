@@ -26,9 +26,10 @@ from genlab.studies.measures_grid.claims import (
     seed_statistics,
     summarize,
 )
-from genlab.studies.measures_grid.experiment import SPEC, ensemble_groups, grid_runs
+from genlab.studies.measures_grid.experiment import SPEC, ensemble_groups
 from genlab.studies.measures_grid.figures import figures, tables
 from genlab.studies.measures_grid.settings import (
+    GridAxes,
     MeasuresGridClaims,
     MeasuresGridConfig,
     MeasuresGridRun,
@@ -50,8 +51,14 @@ CHEAP = {"sigma_samples": 2, "sigma_depth": 4, "alpha_steps": 2, "alpha_depth": 
 
 def config(runs: dict[str, MeasuresGridRun], **changes) -> MeasuresGridConfig:
     return MeasuresGridConfig(**{"data": DATA, "recipe": RECIPE, "measures": CHEAP,
-                                 "claims": RULES_BLOCK, "ranking_resamples": 20, "runs": runs,
-                                 **changes})
+                                 "claims": RULES_BLOCK, "ranking_resamples": 20, "grid": {},
+                                 "runs": runs, **changes})
+
+
+def grid_runs(task: str, depth: list[int], width: list[int], lr: list[float],
+              batch_size: list[int], weight_decay: list[float], seed: list[int]) -> dict:
+    return GridAxes(depth=depth, width=width, lr=lr, batch_size=batch_size,
+                    weight_decay=weight_decay, seed=seed).runs(task)
 
 
 def one_run_config() -> MeasuresGridConfig:
@@ -95,8 +102,43 @@ def test_grid_runs_is_the_full_product_keyed_by_run_id() -> None:
     runs = grid_runs("teacher", [1, 2], [16, 32], [0.01, 0.1], [32], [0.0, 5e-4], [0, 1])
     assert len(runs) == 2 * 2 * 2 * 1 * 2 * 2
     assert all(run_id(run) == name for name, run in runs.items())
-    assert list(runs)[0] == "teacher-d1-w16-lr0_01-b32-wd0-s0"
+    assert list(runs)[:2] == ["teacher-d1-w16-lr0_01-b32-wd0-s0",
+                              "teacher-d1-w16-lr0_01-b32-wd0-s1"]
     config(runs)  # a valid runs block
+
+
+AXES = {"depth": [1], "width": [16], "lr": [0.01, 0.1], "batch_size": [32],
+        "weight_decay": [0.0], "seed": [0, 1]}
+
+
+def test_the_grid_becomes_runs_with_the_listed_ones_after_it() -> None:
+    extra = grid_runs("teacher", [2], [8], [0.5], [16], [0.0], [3])
+    cfg = config(extra, grid={"teacher": AXES})
+    assert list(cfg.runs) == [*grid_runs("teacher", **AXES), *extra]
+    assert cfg.grid["teacher"].lr == (0.01, 0.1)
+    # validated again from its own dump (as stages and sidecars do): the same runs
+    again = MeasuresGridConfig.model_validate(cfg.model_dump())
+    assert again.runs == cfg.runs and list(again.runs) == list(cfg.runs)
+    # a listed run the grid also makes is the same run, listed once, in the grid's place
+    grid = grid_runs("teacher", **AXES)
+    listed_too = config(dict(list(grid.items())[-1:]), grid={"teacher": AXES})
+    assert list(listed_too.runs) == list(grid) and listed_too.runs == grid
+
+
+def test_grid_errors_name_the_key() -> None:
+    clash = {"teacher-d1-w16-lr0_01-b32-wd0-s0": MeasuresGridRun(
+        task="teacher", depth=2, width=16, lr=0.01, batch_size=32, weight_decay=0.0, seed=0)}
+    with pytest.raises(ValidationError, match="grid has a different run of that name"):
+        config(clash, grid={"teacher": AXES})
+    with pytest.raises(ValidationError, match="no runs"):
+        config({}, grid={})
+    with pytest.raises(ValidationError, match="lr: a level is listed twice"):
+        config({}, grid={"teacher": {**AXES, "lr": [0.1, 0.1]}})
+    with pytest.raises(ValidationError, match="need data.mnist1d"):
+        config({}, grid={"mnist1d": AXES})
+    with pytest.raises(ValidationError) as error:
+        config({}, grid={"teacher": {**AXES, "lr": [0.1, -1.0]}})
+    assert error.value.errors()[0]["loc"] == ("grid", "teacher", "lr", 1)
 
 
 def test_ensemble_groups_share_architecture_and_batch_size() -> None:

@@ -238,7 +238,7 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
     """A stage's provenance (genlab.cli.stage_settings) covers the params dvc.yaml tracks for it,
     no more: otherwise a kept artifact and a fresh one would record different settings."""
     from genlab.config import load_params
-    from genlab.stages.settings import stage_settings
+    from genlab.stages.settings import run_blocks, stage_settings
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")
@@ -260,8 +260,9 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
                 # a run's own block; a seed's draws, which the runs name only when they carry
                 # data conditions (otherwise the stage's seed and the data block fix them)
                 conditions = getattr(config, "DATA_FIELDS", ())
-                derived = {"run": f"runs.{run_id}", "draws": "runs" if conditions else None}
-                expected = {derived.get(k, k) for k in recorded} - {None}
+                draws_from = set(run_blocks(config)) if conditions else set()
+                expected = {f"runs.{run_id}" if k == "run" else k for k in recorded
+                            if k != "draws"} | (draws_from if "draws" in recorded else set())
                 assert tracked == expected, stage
                 if kind == "train" and not run_id:  # a group: each run's sidecar, its own run
                     for run in config.runs:

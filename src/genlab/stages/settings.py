@@ -34,3 +34,10 @@ def stage_settings(config: Any, stage: str, run: str | None = None,
             return {**settings, "runs": config.model_dump(mode="json")["runs"]}
         return {**settings, "run": config.runs[run].model_dump(mode="json")}
     return config.model_dump(mode="json")
+
+
+def run_blocks(config: Any) -> tuple[str, ...]:
+    """The params.yaml blocks a study's runs come from: ``runs``, and ``grid`` where the study
+    can write its runs as a grid (measures_grid); a stage that reads the runs tracks both."""
+    return tuple(name for name in ("grid", "runs") if name in type(config).model_fields)
+

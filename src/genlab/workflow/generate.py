@@ -37,7 +37,7 @@ from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
 from genlab.data.draws import data_fields, seeds
-from genlab.stages.settings import stage_settings
+from genlab.stages.settings import run_blocks, stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
 
@@ -161,7 +161,8 @@ class _Builder:
                             "--seed", str(seed), "--out", str(dataset)),
                 "deps": [GATE_STAMP, *self.code("synthesize", experiment)],
                 # a study whose runs carry data conditions names its draws in its runs
-                "params": [f"{key}.data", *([f"{key}.runs"] if data_fields(config) else [])],
+                "params": [f"{key}.data", *([f"{key}.{block}" for block in run_blocks(config)]
+                                            if data_fields(config) else [])],
                 "outs": [*paths.draw_files(name, seed), str(folder / paths.DATASET_PROVENANCE),
                          _stamp(stage)],
                 "meta": {"log": _log(name, f"synthesize_{paths.seed_folder(seed)}")},

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +35,6 @@ from genlab.studies.measures_grid.settings import (
     MeasuresBlock,
     MeasuresGridConfig,
     MeasuresGridRun,
-    Task,
     run_id,
 )
 from genlab.train.ensemble import train_classifier_ensemble
@@ -46,17 +44,6 @@ if TYPE_CHECKING:
     from genlab.data.dataset import Dataset
 
 log = logging.getLogger(__name__)
-
-
-def grid_runs(task: Task, depths: Iterable[int], widths: Iterable[int], lrs: Iterable[float],
-              batch_sizes: Iterable[int], weight_decays: Iterable[float],
-              seeds: Iterable[int]) -> dict[str, MeasuresGridRun]:
-    """Every combination, keyed by run id, in grid order: what ``runs`` lists for a full grid."""
-    runs = (MeasuresGridRun(task=task, depth=d, width=w, lr=lr, batch_size=b, weight_decay=wd,
-                            seed=s)
-            for d, w, lr, b, wd, s in itertools.product(depths, widths, lrs, batch_sizes,
-                                                        weight_decays, seeds))
-    return {run_id(run): run for run in runs}
 
 
 def synthesize(config: MeasuresGridConfig) -> Dataset:

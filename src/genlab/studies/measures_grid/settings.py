@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+import itertools
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, ValidationError, create_model, model_validator
 
@@ -79,16 +80,50 @@ class GridData(FrozenModel):
         return self
 
 
+Depth = Annotated[int, Field(ge=1, le=64)]
+Width = Annotated[int, Field(ge=1, le=65_536)]
+LearningRate = Annotated[float, Field(gt=0, le=1e3)]
+BatchSize = Annotated[int, Field(ge=1, le=10_000_000)]
+WeightDecay = Annotated[float, Field(ge=0, le=1e3)]
+
+
 class MeasuresGridRun(FrozenModel):
     """One point of the grid, its task and a seed."""
 
     task: Task = Field(description="The data condition: 'teacher' or 'mnist1d'.")
-    depth: int = Field(ge=1, le=64, description="Hidden layers.")
-    width: int = Field(ge=1, le=65_536, description="Units per hidden layer.")
-    lr: float = Field(gt=0, le=1e3, description="SGD step size.")
-    batch_size: int = Field(ge=1, le=10_000_000)
-    weight_decay: float = Field(ge=0, le=1e3, description="L2 coefficient in SGD's update.")
+    depth: Depth = Field(description="Hidden layers.")
+    width: Width = Field(description="Units per hidden layer.")
+    lr: LearningRate = Field(description="SGD step size.")
+    batch_size: BatchSize
+    weight_decay: WeightDecay = Field(description="L2 coefficient in SGD's update.")
     seed: Seed = Field(description="Seed of the initialisation and the minibatch order.")
+
+
+class GridAxes(FrozenModel):
+    """One task's grid: every combination of these levels, with each seed, is a run."""
+
+    depth: tuple[Depth, ...] = Field(min_length=1, description="Hidden layers.")
+    width: tuple[Width, ...] = Field(min_length=1, description="Units per hidden layer.")
+    lr: tuple[LearningRate, ...] = Field(min_length=1, description="SGD step sizes.")
+    batch_size: tuple[BatchSize, ...] = Field(min_length=1)
+    weight_decay: tuple[WeightDecay, ...] = Field(min_length=1, description="L2 coefficients.")
+    seed: tuple[Seed, ...] = Field(min_length=1, description="Seeds: each its own draw of the "
+                                   "task's data, initialisations and minibatch orders.")
+
+    @model_validator(mode="after")
+    def _distinct_levels(self) -> Self:
+        for axis, levels in self:
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"{axis}: a level is listed twice in {list(levels)}")
+        return self
+
+    def runs(self, task: Task) -> dict[str, MeasuresGridRun]:
+        """Every combination, keyed by run id, depth varying slowest and the seed fastest."""
+        product = itertools.product(self.depth, self.width, self.lr, self.batch_size,
+                                    self.weight_decay, self.seed)
+        runs = (MeasuresGridRun(task=task, depth=d, width=w, lr=lr, batch_size=b,
+                                weight_decay=wd, seed=s) for d, w, lr, b, wd, s in product)
+        return {run_id(run): run for run in runs}
 
 
 class GridRecipe(FrozenModel):
@@ -185,10 +220,27 @@ class MeasuresGridConfig(FrozenModel):
         default_factory=AnalysesSettings, description="Post-hoc analyses of each run's trained "
         "model on the loss it minimised (the cross-entropy of the teacher's labels); none unless "
         "set.")
+    grid: dict[Task, GridAxes] = Field(
+        description="Per task, the levels of each axis and the seeds: every combination is a "
+        "run, keyed <task>-d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed> "
+        "('_' for the point). {} for none.")
     runs: dict[Slug, MeasuresGridRun] = Field(
-        min_length=1, description="One line per run (a grid point and a seed); the key is "
-        "<task>-d<depth>-w<width>-lr<lr>-b<batch_size>-wd<weight_decay>-s<seed>, '_' for the "
-        "point (grid_runs writes a full grid).")
+        description="Runs beyond the grid, one mapping each, keyed like the grid's; {} for "
+        "none. After validation this holds every run, the grid's first.")
+
+    @model_validator(mode="after")
+    def _expand_grid(self) -> Self:
+        # the one place the grid becomes runs: everything downstream (stages, draws, stamps)
+        # reads ``runs``; the same model re-validated from its own dump gets the same runs
+        runs = {key: run for task, axes in self.grid.items()
+                for key, run in axes.runs(task).items()}
+        for key, run in self.runs.items():
+            if runs.setdefault(key, run) != run:
+                raise ValueError(f"runs.{key}: the grid has a different run of that name")
+        if not runs:
+            raise ValueError("no runs: give grid levels for a task, or list runs")
+        object.__setattr__(self, "runs", runs)
+        return self
 
     @model_validator(mode="after")
     def _tasks_declared(self) -> Self:
@@ -207,8 +259,6 @@ class MeasuresGridConfig(FrozenModel):
 def run_id(run: MeasuresGridRun) -> str:
     return (f"{run.task}-d{run.depth}-w{run.width}-lr{format_float_slug(run.lr)}"
             f"-b{run.batch_size}-wd{format_float_slug(run.weight_decay)}-s{run.seed}")
-
-
 
 
 STUDY = StudyEntry(
