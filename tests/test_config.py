@@ -74,7 +74,7 @@ def test_unknown_key_is_rejected_with_allowed_keys(raw: dict) -> None:
 
 def test_unknown_study_is_rejected(raw: dict) -> None:
     raw["studies"]["no_such_study"] = {}
-    assert ("studies.no_such_study: unknown key; allowed: benign_oscillation, double_descent"
+    assert ("studies.no_such_study: unknown key; allowed: benign_oscillation, deep_double_descent"
             in error_of(raw))
 
 
