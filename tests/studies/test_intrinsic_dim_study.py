@@ -27,7 +27,7 @@ from genlab.studies.intrinsic_dim.claims import (
     summarize,
     window_miss,
 )
-from genlab.studies.intrinsic_dim.experiment import SPEC, layer_dimensions
+from genlab.studies.intrinsic_dim.experiment import SPEC
 from genlab.studies.intrinsic_dim.settings import (
     EstimateRun,
     IntrinsicDimClaims,
@@ -268,17 +268,24 @@ def test_summary_without_runs_of_a_kind_leaves_its_claims_not_run() -> None:
 # ------------------------------------------------------------------------- representations
 
 
-def test_layer_dimensions_follow_the_mlp_layers() -> None:
+def test_the_twonn_profile_follows_the_mlp_layers_and_counts_distinct_points() -> None:
+    from genlab.analyses.dimension.estimators import TwoNN
+    from genlab.analyses.dimension.representations import layer_representations, twonn_profile
     from genlab.models.registry import build_seeded_model
     from genlab.settings import MLPSettings
 
     model = build_seeded_model("mlp", MLPSettings(hidden=(12, 7), activation="relu"), 5, 3, 0)
     x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
+    x[1] = x[0]  # a duplicate in every representation
     model.train()
-    rows = layer_dimensions(model, x, 0.1)
+    rows = twonn_profile(model, x, 0.1)
     assert model.training  # flags restored
     assert [r["layer"] for r in rows] == ["input", "hidden 1", "hidden 2", "output"]
     assert [r["width"] for r in rows] == [5, 12, 7, 3]
+    for row, (_, h) in zip(rows, layer_representations(model, x), strict=True):
+        fit = TwoNN(0.1, duplicates="drop").fit(h)
+        assert row["id"] == fit.dimension_
+        assert row["n_distinct"] == len(h) - fit.n_duplicates_ < 40
 
 
 # ----------------------------------------------------------------------- tiny runs end to end

@@ -98,6 +98,16 @@ def layer_ids(model: nn.Module, X: Tensor, settings: RepresentationSettings) -> 
     return result
 
 
+def twonn_profile(model: nn.Module, X: Tensor, discard: float) -> list[dict]:
+    """TwoNN (``discard`` of the largest ratios dropped, duplicates dropped) of every
+    representation of ``X``: one row per layer, from the input to the output, with its depth,
+    name, width, ``id`` and ``n_distinct`` (the distinct points the estimate used)."""
+    settings = RepresentationSettings(estimator="twonn", discard_fraction=discard)
+    return [{"depth": layer.index, "layer": layer.name, "width": layer.width,
+             "id": layer.dimension, "n_distinct": layer.n_distinct}
+            for layer in layer_ids(model, X, settings)]
+
+
 def layer_id_record(model: nn.Module, objective, settings: RepresentationSettings,
                     untrained) -> tuple[dict, dict]:
     """The ``intrinsic_dim`` entry of the analysis registry: every layer's ID of one run, trained

@@ -9,7 +9,7 @@ import pyarrow as pa
 import torch
 
 from genlab.analyses.dimension.estimators import MLE, TwoNN, label_sharpness
-from genlab.analyses.dimension.representations import layer_representations
+from genlab.analyses.dimension.representations import twonn_profile
 from genlab.analyses.dimension.subspace import d_int90, train_in_subspace
 from genlab.data.dataset import corrupt_labels
 from genlab.data.manifolds import ManifoldSettings, manifold
@@ -90,18 +90,6 @@ def _train_estimate(config: IntrinsicDimConfig, run: EstimateRun, device: Any) -
                         metrics=metrics)
 
 
-def layer_dimensions(model: Any, x: Any, discard: float) -> list[dict[str, Any]]:
-    """TwoNN of each representation of ``x`` (:func:`genlab.analyses.dimension.representations.
-    layer_representations`: the input, each hidden layer after its nonlinearity, the logits; in
-    eval mode, flags restored)."""
-    rows = []
-    for depth, (name, h) in enumerate(layer_representations(model, x)):
-        fit = TwoNN(discard, duplicates="drop").fit(h)
-        rows.append({"depth": depth, "layer": name, "width": int(h.shape[1]),
-                     "twonn": fit.dimension_, "n_points": int(h.shape[0]) - fit.n_duplicates_})
-    return rows
-
-
 def _layers_labels(dataset: Dataset, run: LayersRun) -> tuple[np.ndarray, np.ndarray]:
     """The labels a layers run trains on (every one replaced by a uniform class for random
     labels) and the mask of the replaced ones."""
@@ -119,12 +107,12 @@ def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, 
         return torch.from_numpy(a).to(device)
 
     x_test = tensor(dataset.test.x)
-    at_init = layer_dimensions(model, x_test, s.twonn_discard)
+    at_init = twonn_profile(model, x_test, s.twonn_discard)
     result = train_classifier(model, tensor(dataset.train.x), tensor(labels), x_test,
                               tensor(dataset.test.y), s.train,
                               torch_generator(run.seed, "batches", device=device.type),
                               checkpointing=checkpointing)
-    trained = layer_dimensions(model, x_test, s.twonn_discard)
+    trained = twonn_profile(model, x_test, s.twonn_discard)
     final = result.final
     metrics = {
         "status": result.status, "kind": "layers", "seed": run.seed, "labels": run.labels,
@@ -134,9 +122,9 @@ def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, 
         "final_train_acc": final.train_acc, "final_test_acc": final.test_acc,
         "final_test_loss": final.test_loss,
         "layers": [r["layer"] for r in trained], "widths": [r["width"] for r in trained],
-        "id_init": [r["twonn"] for r in at_init], "id_trained": [r["twonn"] for r in trained],
-        "id_n_points": [r["n_points"] for r in trained],
-        "last_hidden_id_init": at_init[-2]["twonn"], "last_hidden_id": trained[-2]["twonn"],
+        "id_init": [r["id"] for r in at_init], "id_trained": [r["id"] for r in trained],
+        "id_n_points": [r["n_distinct"] for r in trained],
+        "last_hidden_id_init": at_init[-2]["id"], "last_hidden_id": trained[-2]["id"],
         "d_data": _data_dimension(tensor(dataset.train.x), int(dataset.info["intrinsic_dim"]),
                                   config.estimators.mle_k),
         "label_sharpness": _label_sharpness(tensor(dataset.train.x), tensor(labels),

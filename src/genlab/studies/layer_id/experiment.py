@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import torch
 
-from genlab.analyses.dimension.representations import layer_ids
-from genlab.analyses.settings import RepresentationSettings
+from genlab.analyses.dimension.representations import twonn_profile
 from genlab.data.dataset import corrupt_labels
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
@@ -36,14 +35,6 @@ def train_settings(recipe: LayerIDRecipe) -> TrainSettings:
                          eval_every=recipe.eval_every, stop_at_train_acc=recipe.stop_at_train_acc)
 
 
-def layer_profile(model: Any, x: torch.Tensor, discard: float) -> list[dict[str, Any]]:
-    """TwoNN of every representation of ``x``: one row per layer (input, hidden, output)."""
-    settings = RepresentationSettings(estimator="twonn", discard_fraction=discard)
-    return [{"depth": layer.index, "layer": layer.name, "width": layer.width,
-             "id": layer.dimension, "n_distinct": layer.n_distinct}
-            for layer in layer_ids(model, x, settings)]
-
-
 def train_run(config: LayerIDConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
@@ -56,12 +47,12 @@ def train_run(config: LayerIDConfig, run_name: str, dataset: Dataset, device: An
         return torch.from_numpy(a).to(device)
 
     x_test = tensor(dataset.test.x)
-    at_init = layer_profile(model, x_test, config.twonn_discard)
+    at_init = twonn_profile(model, x_test, config.twonn_discard)
     result = train_classifier(
         model, tensor(dataset.train.x), tensor(labels), x_test, tensor(dataset.test.y),
         train_settings(config.recipe), torch_generator(run.seed, "batches", device=device.type),
         checkpointing=checkpointing)
-    trained = layer_profile(model, x_test, config.twonn_discard)
+    trained = twonn_profile(model, x_test, config.twonn_discard)
     final = result.final
     metrics = {
         "status": result.status, "steps": result.steps, "fit_step": result.fit_step,
