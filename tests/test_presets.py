@@ -55,7 +55,7 @@ RUNS = {
     "paper": {"random_labels": 25, "double_descent": 20, "benign_oscillation": 80, "eos_gd": 10,
               "sgd_stability": 50, "intrinsic_dim": 50, "influence": 10, "mislabel_detection": 10,
               "measures_grid": 2430, "neural_collapse": 10, "mnist1d_baselines": 60,
-              "layer_id": 20, "deep_double_descent": 240},
+              "layer_id": 30, "deep_double_descent": 240},
 }
 
 

@@ -16,7 +16,7 @@ PACKAGE = Path(genlab.studies.__file__).parent
 # what a study's settings module may import: every stage validates params.yaml, so the settings
 # are every stage's code dependency (genlab.workflow.code_deps): no torch, numpy, pyarrow or
 # genlab code modules
-SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "math", "pydantic",
+SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "itertools", "math", "pydantic",
                        "genlab.settings", "genlab.analyses.settings", "genlab.analyses.registry",
                        "genlab.data.settings", "genlab.studies.entry",
                        "genlab.train.binary_settings")

@@ -8,9 +8,10 @@ generator module imports its settings from here.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self
+from collections.abc import Iterable
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
 from genlab.settings import FrozenModel, Seed
 
@@ -240,4 +241,61 @@ class ManifoldSettings(TeacherSettings):
         if self.intrinsic_dim > self.ambient_dim:
             raise ValueError(f"intrinsic_dim ({self.intrinsic_dim}) exceeds ambient_dim "
                              f"({self.ambient_dim}): an embedding needs d <= D")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# A study's data block when its runs name one of several datasets (a data condition): one seed
+# and one seedless settings block per dataset; each run's ``task`` picks its block and the run's
+# seed its draw (genlab.data.draws sets ``task`` and ``seed`` of each draw's copy of the block).
+# A study subclasses TaskData, declaring one optional field per dataset typed with seedless(),
+# and lists the generators' settings classes in TASK_SETTINGS.
+# --------------------------------------------------------------------------------------------
+
+
+def seedless(settings: type[FrozenModel]) -> type[FrozenModel]:
+    """``settings`` without its ``seed`` field: one dataset's block, whose seed is each draw's
+    (the data block's ``seed`` and the run's seed)."""
+    fields = {name: (field.annotation, field) for name, field in settings.model_fields.items()
+              if name != "seed"}
+    return create_model(settings.__name__.removesuffix("Settings") + "Task",
+                        __base__=FrozenModel, __doc__=settings.__doc__, **fields)
+
+
+class TaskData(FrozenModel):
+    """The seed of every draw, the draw's task, and (in subclasses) one block per task."""
+
+    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = {}
+    """Task name -> its generator's settings class; each task is an optional field."""
+
+    seed: Seed = Field(description="Base of every draw's seed: a run's data is drawn with "
+                       "derive_seed(seed, 'draw', run seed), the same for every task.")
+    task: str | None = Field(None, description="The task of one draw, set from the run's task "
+                             "(genlab.data.draws); leave unset in params.yaml.")
+
+    def missing(self, tasks: Iterable[str]) -> list[str]:
+        """The tasks among ``tasks`` this block has no settings for, sorted."""
+        return sorted({task for task in tasks if getattr(self, task, None) is None})
+
+    def settings(self, task: str | None = None) -> Any:
+        """The generator's settings of ``task`` (default: this draw's) with this seed."""
+        task = task or self.task
+        if task is None:
+            raise ValueError("no task: name one, or read a draw's data block")
+        block = getattr(self, task)
+        if block is None:
+            raise ValueError(f"data.{task} is not set")
+        return self.TASK_SETTINGS[task](**block.model_dump(), seed=self.seed)
+
+    @model_validator(mode="after")
+    def _valid_tasks(self) -> Self:
+        for task in self.TASK_SETTINGS:
+            if getattr(self, task) is None:
+                continue
+            try:
+                self.settings(task)
+            except ValidationError as error:
+                reasons = "; ".join(e["msg"].removeprefix("Value error, ")
+                                    for e in error.errors())
+                raise ValueError(f"{task}: {reasons}") from None
         return self

@@ -12,6 +12,7 @@ from genlab.studies.claims import decide_units, declare
 from genlab.studies.layer_id.settings import CITATION, NAME, LayerIDClaims, LayerIDConfig
 
 MODELS = ("cnn", "mlp")
+TASKS = ("mnist1d", "digits")
 CLAIMS = declare(NAME, CITATION, {
     "hunchback": ("The intrinsic dimension of a trained network's representations rises over "
                   "its first layers and falls towards its output (a hunchback profile)",
@@ -37,11 +38,18 @@ def _fitted(m: Mapping[str, Any]) -> bool:
     return m["status"] == "fitted"
 
 
-def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], model: str
+def conditions(metrics: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The (task, model) pairs the runs cover, datasets and architectures in a fixed order."""
+    present = {(m["task"], m["model"]) for m in metrics.values()}
+    return [(task, model) for task in TASKS for model in MODELS if (task, model) in present]
+
+
+def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], task: str, model: str
                     ) -> dict[str, dict[int, float | None]]:
-    """Claim -> seed -> its statistic for ``model`` (None where a run it needs is missing or did
-    not fit its labels)."""
-    runs = {(m["labels"], int(m["seed"])): m for m in metrics.values() if m["model"] == model}
+    """Claim -> seed -> its statistic for ``model`` on ``task`` (None where a run it needs is
+    missing or did not fit its labels)."""
+    runs = {(m["labels"], int(m["seed"])): m for m in metrics.values()
+            if m["model"] == model and m["task"] == task}
     seeds = sorted({seed for _, seed in runs})
     out: dict[str, dict[int, float | None]] = {"hunchback": {}, "random_last_higher": {}}
     for seed in seeds:
@@ -57,15 +65,14 @@ def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], model: str
 def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                  rules: LayerIDClaims) -> list[ClaimResult]:
     claims = []
-    for model in MODELS:
-        if not any(m["model"] == model for m in metrics.values()):
-            continue
-        stats = seed_statistics(metrics, model)
+    for task, model in conditions(metrics):
+        stats = seed_statistics(metrics, task, model)
         not_fitted = sorted(name for name, m in metrics.items()
-                            if m["model"] == model and not _fitted(m))
+                            if m["model"] == model and m["task"] == task and not _fitted(m))
         for key in CLAIMS:
             claims.append(decide_units(CLAIMS[key], getattr(rules, key), stats[key],
-                                       {"not_fitted": not_fitted}, condition=model))
+                                       {"dataset": task, "not_fitted": not_fitted},
+                                       condition=f"{task} {model}"))
     return claims
 
 
@@ -75,7 +82,8 @@ def summarize(config: LayerIDConfig, metrics: Mapping[str, Mapping[str, Any]],
     for name, m in sorted(metrics.items()):
         for depth, (layer, width, init, trained) in enumerate(zip(
                 m["layers"], m["widths"], m["id_init"], m["id_trained"], strict=True)):
-            rows.append({"run": name, "model": m["model"], "labels": m["labels"],
+            rows.append({"run": name, "task": m["task"], "model": m["model"],
+                         "labels": m["labels"],
                          "seed": int(m["seed"]), "depth": depth, "layer": layer,
                          "width": width, "id_init": init, "id_trained": trained})
     data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())}}

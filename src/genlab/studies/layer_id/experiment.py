@@ -10,6 +10,7 @@ import torch
 
 from genlab.analyses.dimension.representations import twonn_profile
 from genlab.data.dataset import corrupt_labels
+from genlab.data.digits import digits
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
@@ -26,7 +27,9 @@ MODEL_KINDS = {"mlp": "mlp", "cnn": "conv1d"}
 
 
 def synthesize(config: LayerIDConfig) -> Dataset:
-    return mnist1d(config.data)
+    """One draw's data: the block's task (set from the runs' task by genlab.data.draws)."""
+    settings = config.data.settings()
+    return digits(settings) if config.data.task == "digits" else mnist1d(settings)
 
 
 def train_settings(recipe: LayerIDRecipe) -> TrainSettings:
@@ -56,7 +59,8 @@ def train_run(config: LayerIDConfig, run_name: str, dataset: Dataset, device: An
     final = result.final
     metrics = {
         "status": result.status, "steps": result.steps, "fit_step": result.fit_step,
-        "diverged_step": result.diverged_step, "model": run.model, "labels": run.labels,
+        "diverged_step": result.diverged_step, "task": run.task, "model": run.model,
+        "labels": run.labels,
         "seed": run.seed, "n_parameters": count_parameters(model),
         "fraction_wrong": float((labels != dataset.train.y).mean()),
         "fraction_replaced": float(replaced.mean()),

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from genlab.data.settings import MNIST1DSettings
+from genlab.data.settings import DigitsSettings, MNIST1DSettings, TaskData, seedless
 from genlab.settings import ClaimRule, Conv1DSettings, FrozenModel, MLPSettings, Seed, Slug
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "layer_id"
 CITATION = ("Ansuini, Laio, Macke, Zoccolan. Intrinsic dimension of data representations in "
             "deep neural networks. NeurIPS 2019; data: Greydanus, Scaling down deep learning "
-            "(MNIST-1D), arXiv:2011.14439, 2020.")
+            "(MNIST-1D), arXiv:2011.14439, 2020; digits: Alpaydin & Kaynak, UCI, 1998 "
+            "(scikit-learn's copy).")
 
 ModelName = Literal["mlp", "cnn"]
 Labels = Literal["clean", "random"]
+Task = Literal["mnist1d", "digits"]
+TASK_SETTINGS: dict[str, type[FrozenModel]] = {"mnist1d": MNIST1DSettings,
+                                                "digits": DigitsSettings}
+MNIST1DTask = seedless(MNIST1DSettings)
+DigitsTask = seedless(DigitsSettings)
+
+
+class LayerIDData(TaskData):
+    """The datasets the runs name: MNIST-1D, and scikit-learn's 8x8 digits as a second real
+    dataset; a run trains on its dataset's draw of its seed."""
+
+    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = TASK_SETTINGS
+    task: Task | None = Field(None, description="The dataset of one draw, set from the run's "
+                              "task (genlab.data.draws); leave unset in params.yaml.")
+    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
+        None, description="MNIST-1D (MNIST1DSettings without seed).")
+    digits: DigitsTask | None = Field(  # type: ignore[valid-type]
+        None, description="scikit-learn's 8x8 digits, flattened to 64 pixels (DigitsSettings "
+        "without seed).")
 
 
 class LayerIDModels(FrozenModel):
@@ -38,6 +58,7 @@ class LayerIDRecipe(FrozenModel):
 
 
 class LayerIDRun(FrozenModel):
+    task: Task = Field(description="The dataset: 'mnist1d' or 'digits'.")
     model: ModelName = Field(description="mlp or cnn.")
     labels: Labels = Field(description="'clean': the true labels; 'random': every training "
                            "label redrawn uniformly (the draw's corruption labels).")
@@ -57,24 +78,33 @@ class LayerIDClaims(FrozenModel):
 
 class LayerIDConfig(FrozenModel):
     description: str = Field("", max_length=2000)
-    data: MNIST1DSettings
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("task",)  # a run's dataset picks its draw
+
+    data: LayerIDData = Field(description="The datasets: each seed draws its own from each "
+                              "(genlab.data.draws).")
     models: LayerIDModels
     recipe: LayerIDRecipe
     twonn_discard: float = Field(0.1, ge=0, lt=1, description="Fraction of the largest "
                                  "neighbour-distance ratios TwoNN discards (Facco et al.: 0.1).")
     claims: LayerIDClaims
     runs: dict[Slug, LayerIDRun] = Field(min_length=1, description="One line per run; the key "
-                                         "is <model>-<labels>-s<seed>.")
+                                         "is <task>-<model>-<labels>-s<seed>.")
+
+    @model_validator(mode="after")
+    def _tasks_declared(self) -> Self:
+        for task in self.data.missing({run.task for run in self.runs.values()}):
+            raise ValueError(f"runs of task {task!r} need data.{task}")
+        return self
 
 
 def run_id(run: LayerIDRun) -> str:
-    return f"{run.model}-{run.labels}-s{run.seed}"
+    return f"{run.task}-{run.model}-{run.labels}-s{run.seed}"
 
 
 STUDY = StudyEntry(
     name=NAME,
-    title="Layer-wise intrinsic dimension on MNIST-1D (Ansuini et al. 2019): a hunchback "
-          "profile, and a last layer lower on true than on random labels",
+    title="Layer-wise intrinsic dimension on MNIST-1D and digits (Ansuini et al. 2019): a "
+          "hunchback profile, and a last layer lower on true than on random labels",
     citation=CITATION,
     config=LayerIDConfig,
     run_id=run_id,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic import Field, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
-from genlab.data.settings import MNIST1DSettings, TeacherStudentSettings
+from genlab.data.settings import MNIST1DSettings, TaskData, TeacherStudentSettings, seedless
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug, format_float_slug
 from genlab.studies.entry import Resources, StudyEntry
 
@@ -25,24 +25,14 @@ TASK_SETTINGS: dict[str, type[FrozenModel]] = {"teacher": TeacherStudentSettings
                                                 "mnist1d": MNIST1DSettings}
 
 
-def _seedless(settings: type[FrozenModel]) -> type[FrozenModel]:
-    """``settings`` without its ``seed`` field: a task's data block, whose seed is each draw's
-    (``data.seed`` and the run's seed, genlab.data.draws)."""
-    fields = {name: (field.annotation, field) for name, field in settings.model_fields.items()
-              if name != "seed"}
-    return create_model(settings.__name__.removesuffix("Settings") + "Task",
-                        __base__=FrozenModel, __doc__=settings.__doc__, **fields)
+TeacherTask = seedless(TeacherStudentSettings)
+MNIST1DTask = seedless(MNIST1DSettings)
 
 
-TeacherTask = _seedless(TeacherStudentSettings)
-MNIST1DTask = _seedless(MNIST1DSettings)
-
-
-class GridData(FrozenModel):
+class GridData(TaskData):
     """The data of each task the runs name; a run trains on its task's draw of its seed."""
 
-    seed: Seed = Field(description="Base of every draw's seed: a run's data is drawn with "
-                       "derive_seed(seed, 'draw', run seed), the same for both tasks.")
+    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = TASK_SETTINGS
     task: Task | None = Field(None, description="The task of one draw, set from the run's "
                               "task (genlab.data.draws); leave unset in params.yaml.")
     teacher: TeacherTask | None = Field(  # type: ignore[valid-type]
@@ -51,29 +41,11 @@ class GridData(FrozenModel):
     mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
         None, description="MNIST-1D (MNIST1DSettings without seed).")
 
-    def settings(self, task: Task | None = None) -> TeacherStudentSettings | MNIST1DSettings:
-        """The generator's settings of ``task`` (default: this draw's) with this seed."""
-        task = task or self.task
-        if task is None:
-            raise ValueError("no task: name one, or read a draw's data block")
-        block = getattr(self, task)
-        if block is None:
-            raise ValueError(f"data.{task} is not set")
-        return TASK_SETTINGS[task](**block.model_dump(), seed=self.seed)  # type: ignore[return-value]
-
     @model_validator(mode="after")
-    def _valid_tasks(self) -> Self:
-        for task in TASKS:
-            if getattr(self, task) is None:
-                continue
-            try:
-                settings = self.settings(task)
-            except ValidationError as error:
-                reasons = "; ".join(e["msg"].removeprefix("Value error, ")
-                                    for e in error.errors())
-                raise ValueError(f"{task}: {reasons}") from None
-            if task == "teacher" and (settings.task != "classification"
-                                      or settings.random_inputs):
+    def _classifier_teacher(self) -> Self:
+        if self.teacher is not None:
+            settings = self.settings("teacher")
+            if settings.task != "classification" or settings.random_inputs:
                 raise ValueError("teacher: the measures rank classifiers: task "
                                  "'classification' with the teacher's inputs (random_inputs "
                                  "false)")
