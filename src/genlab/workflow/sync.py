@@ -201,7 +201,7 @@ def _commit(root: Path, names: set[str]) -> None:
     from genlab.io import write_text
 
     lock_path = root / "dvc.lock"
-    with Repo(str(root)) as repo, repo.lock, _params_read_once():
+    with Repo(str(root)) as repo, repo.lock, _params_read_once(), _dependency_hashes_once():
         # DVC asks git whether each output is tracked, and dulwich re-reads the index for every
         # question (820 reads, 9 s of the default preset's recording); nothing is staged while
         # we commit, so one read answers them all
@@ -241,6 +241,47 @@ def _tracked_from_one_index_read(scm: Any) -> Callable[[str], bool]:
         return rel in tracked
 
     return is_tracked
+
+
+@contextmanager
+def _dependency_hashes_once() -> Iterator[None]:
+    """Within one commit, hash each dependency file once.
+
+    Every stage lists its ~60 source files, most of them the same files, and DVC hashes each
+    dependency of each stage twice (``stage.save`` and the run-cache's ``_can_hash``), each time
+    through a state-database lookup and a new hash object: profiled on 218 stages, 24 s of a 50 s
+    recording. Here a regular file's hash is kept per (path, hash name, inode, size, mtime), so
+    a file edited during the commit is hashed again; folders, outputs and params dependencies
+    (which have their own ``get_hash``) go to DVC as before.
+    """
+    import stat
+
+    from dvc.dependency.base import Dependency
+
+    had_own = "get_hash" in Dependency.__dict__
+    original = Dependency.get_hash
+    memo: dict[tuple[Any, ...], Any] = {}
+
+    def get_hash(self: Any) -> Any:
+        try:
+            st = os.stat(self.fs_path) if self.protocol == "local" else None
+        except (OSError, TypeError):
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return original(self)
+        key = (self.fs_path, self.hash_name, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in memo:
+            memo[key] = original(self)
+        return copy.copy(memo[key])
+
+    Dependency.get_hash = get_hash
+    try:
+        yield
+    finally:
+        if had_own:
+            Dependency.get_hash = original
+        else:
+            del Dependency.get_hash
 
 
 _MISSING = object()
