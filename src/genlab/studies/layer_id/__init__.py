@@ -10,14 +10,14 @@ trained to fit random labels, and it tracks test accuracy.
 Setup: MNIST-1D from the package's generator (default arguments: 4,000 training and 1,000 test
 series of length 40), and scikit-learn's 8x8 digits (80% of the 1,797 images for training) as a
 second real dataset, one draw of each per seed (a run's ``task`` names its dataset); two
-architectures, a 1-D CNN (three stride-2 Conv1d layers, MNIST-1D's ConvBase widened to 64
-channels so that it can fit random labels) and an MLP (three hidden ReLU layers); each trained with Adam until 100% training accuracy within a step
-budget, on the true labels (``clean``) or on labels all redrawn uniformly (``random``: the
-draw's own corruption labels, ``corrupt_labels(p = 1)``). A seed's clean and random runs share
-its series and its initialisation. TwoNN (10% of the ratios discarded, duplicates dropped) of
-the input, every hidden layer after its nonlinearity (a conv layer's channels x positions as one
-vector) and the logits, on the test inputs, at initialisation and after training
-(:func:`genlab.analyses.dimension.representations.layer_representations`).
+architectures, a 1-D CNN (three stride-2 Conv1d layers, MNIST-1D's ConvBase widened to 64 channels
+so that it can fit random labels) and an MLP (three hidden ReLU layers); each trained with Adam
+until 100% training accuracy within a step budget, on the true labels (``clean``) or on labels all
+redrawn uniformly (``random``: the draw's own corruption labels, ``corrupt_labels(p = 1)``). A
+seed's clean and random runs share its series and its initialisation. TwoNN (10% of the ratios
+discarded, duplicates dropped) of the input, every hidden layer after its nonlinearity (a conv
+layer's channels x positions as one vector) and the logits, on the test inputs, at initialisation
+and after training (:func:`genlab.analyses.dimension.representations.layer_representations`).
 
 Claims, per dataset and architecture, over seeds (each its own draw of the data and the random
 labels); the default preset runs the CNN on MNIST-1D only (a 1-D CNN over an image's flattened
