@@ -376,6 +376,10 @@ def test_dvc_experiments_and_checkouts_keep_the_engines_in_agreement(project: Pr
         assert stale_in_both(project) == set()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Project) -> None:
     """Ctrl-C in the middle of a run: the job it stops leaves no stamp, so both engines still
     want it and what follows; what finished is recorded. The stage prints one line, no
@@ -391,9 +395,13 @@ def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Proje
         train_log = project.root / "logs/random_labels/train.log"
         train_log.unlink(missing_ok=True)  # an earlier run's copy holds the line waited for
         with log.open("w") as out:
+            # SIGINT as a terminal delivers it, whatever this suite inherited: a shell that
+            # starts a command in the background without job control (`(make test &)`, nohup
+            # in a script) ignores SIGINT in it and in everything it starts, Snakemake and the
+            # stage included, and the signal would be lost (two fresh-clone runs were)
             proc = subprocess.Popen(["snakemake", "--cores", "1"], cwd=project.root,
                                     env=project.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_default_sigint)
             deadline = time.monotonic() + 600
             # once the training job has logged that it is training: a signal before (in the
             # scheduler's gap between two jobs, or while the job imports torch) is not Ctrl-C
