@@ -4,6 +4,7 @@ per file content, and git's index read once."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from dvc.dependency import param
 from dvc_objects.fs.local import LocalFileSystem
@@ -67,3 +68,44 @@ def test_is_tracked_from_one_index_read(tmp_path) -> None:
     finally:
         scm.close()
 
+
+
+def test_each_dependency_file_is_hashed_once_per_content(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    from dvc.dependency.base import Dependency
+    from dvc.output import Output
+    from dvc_data.hashfile.hash_info import HashInfo
+
+    from genlab.workflow.sync import _dependency_hashes_once
+
+    hashed: list[str] = []
+
+    def dvc_hash(self):  # stands for DVC's own (a state lookup and a new object per call)
+        hashed.append(self.fs_path)
+        path = Path(self.fs_path)
+        data = path.read_bytes() if path.is_file() else b"folder"
+        return HashInfo("md5", hashlib.md5(data).hexdigest())
+
+    monkeypatch.setattr(Output, "get_hash", dvc_hash)
+
+    class Dep:  # what the memo reads of a dependency
+        protocol, hash_name = "local", "md5"
+
+        def __init__(self, path: Path) -> None:
+            self.fs_path = str(path)
+
+    code, folder = tmp_path / "a.py", tmp_path / "pkg"
+    code.write_text("a = 1\n")
+    folder.mkdir()
+    with _dependency_hashes_once():
+        first = [Dependency.get_hash(Dep(code)) for _ in range(3)]  # three stages list it
+        assert hashed == [str(code)] and first[0] == first[2] and first[0] is not first[1]
+        code.write_text("a = 22\n")  # edited during the commit: hashed again
+        assert Dependency.get_hash(Dep(code)) != first[0] and hashed.count(str(code)) == 2
+        Dependency.get_hash(Dep(folder))
+        Dependency.get_hash(Dep(folder))  # a folder goes to DVC every time
+        assert hashed.count(str(folder)) == 2
+    assert "get_hash" not in Dependency.__dict__  # put back: DVC's own again
+    Dependency.get_hash(Dep(code))
+    assert hashed.count(str(code)) == 3
