@@ -40,4 +40,3 @@ def run_blocks(config: Any) -> tuple[str, ...]:
     """The params.yaml blocks a study's runs come from: ``runs``, and ``grid`` where the study
     can write its runs as a grid (measures_grid); a stage that reads the runs tracks both."""
     return tuple(name for name in ("grid", "runs") if name in type(config).model_fields)
-
