@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,28 @@ def test_cuda_jobs_on_a_several_gpu_machine_take_different_devices(tmp_path, mon
     assert resolve_device("cuda") == torch.device("cuda", 1)
     assert resolve_device("cuda") == torch.device("cuda", 0)  # none free: shares the first
     assert selected == [0, 1, 0]
+
+
+def test_configure_torch_sets_what_the_public_call_sets_without_importing_inductor() -> None:
+    """The determinism switch of genlab.device equals ``torch.use_deterministic_algorithms(True,
+    warn_only=True)``: the global flag, warn-only, and Inductor's ``deterministic`` once its
+    config is imported (after, through the environment, and before, directly); but the call
+    itself leaves Inductor unimported (its 1.1 s import was a third of a stage's start-up)."""
+    script = (
+        "import sys, torch\n"
+        "from genlab.device import configure_torch\n"
+        "configure_torch(1)\n"
+        "assert 'torch._inductor.config' not in sys.modules\n"
+        "assert torch.are_deterministic_algorithms_enabled()\n"
+        "assert torch.is_deterministic_algorithms_warn_only_enabled()\n"
+        "import torch._inductor.config as c\n"
+        "assert c.deterministic is True\n"
+        "c.deterministic = False\n"
+        "configure_torch(1)\n"
+        "assert c.deterministic is True\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
