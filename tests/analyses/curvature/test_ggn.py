@@ -8,7 +8,7 @@ from curvlinops import GGNLinearOperator
 from influence_support import BCE, CE, D, logistic, mlp
 
 from genlab.analyses.curvature.ggn import GaussNewton
-from genlab.analyses.curvature.hessian import _MeanLoss
+from genlab.analyses.curvature.hessian import MeanLoss
 from genlab.analyses.influence.exact import curvature_matrix
 
 
@@ -18,7 +18,7 @@ def test_the_jacobian_ggn_is_curvlinops_ggn(batch_size) -> None:
     MLP with cross entropy (C = 3) and on logistic regression (one logit), products and dense."""
     for p, loss_fn in ((mlp(), CE), (logistic(), BCE)):
         params = [q for q in p.model.parameters() if q.requires_grad]
-        reference = GGNLinearOperator(p.model, _MeanLoss(loss_fn), params, [(p.X, p.y)],
+        reference = GGNLinearOperator(p.model, MeanLoss(loss_fn), params, [(p.X, p.y)],
                                       num_data=len(p.X), check_deterministic=False)
         dense = reference @ torch.eye(sum(q.numel() for q in params), dtype=D)
         ours = GaussNewton(p.model, loss_fn, p.X, p.y, batch_size)

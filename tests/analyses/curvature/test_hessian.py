@@ -122,6 +122,30 @@ def test_batching_keeps_the_mean_over_all_examples() -> None:
         torch.testing.assert_close(operator @ identity, c.hessian, rtol=1e-10, atol=1e-12)
 
 
+def test_hessian_products_reuse_their_graph_and_take_vectors_under_no_grad() -> None:
+    """The kept gradient graph (one batch) serves any number of products, single vectors as
+    well as blocks, also when the caller is under ``torch.no_grad``; a parameter the loss never
+    reaches has zero rows and columns."""
+    c = case("mlp-relu", "mse")
+    model = copy.deepcopy(c.model)
+    model.unused = nn.Linear(2, 2)  # registered after the MLP's parameters: the last 6 entries
+    with curvature_model(model, torch.float64) as net:
+        with torch.no_grad():
+            operator = curvature_operator(net, c.loss_fn, c.X.double(), c.y)
+        dim = operator.shape[0]
+        assert dim == c.hessian.shape[0] + 6
+        expected = torch.zeros(dim, dim, dtype=torch.float64)
+        expected[:-6, :-6] = c.hessian
+        v = torch.randn(dim, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+        with torch.no_grad():
+            for _ in range(3):
+                torch.testing.assert_close(operator @ v, expected @ v, rtol=1e-10, atol=1e-12)
+            torch.testing.assert_close(operator @ torch.eye(dim, dtype=torch.float64), expected,
+                                       rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="expected a"):
+        operator @ torch.zeros(dim + 1)
+
+
 def test_ggn_is_psd_and_differs_from_the_hessian() -> None:
     for model_name, loss in CASES:
         c = case(model_name, loss)

@@ -9,8 +9,10 @@ L(θ) = (1/n) Σᵢ ℓ(f_θ(xᵢ), yᵢ), and the curvature is either
   the term (1/n) Σᵢ Σ_c (∂ℓ/∂f_c) ∇²_θ f_c(xᵢ), which vanishes where the model fits exactly
   under MSE.
 
-Products with either come from curvlinops (``HessianLinearOperator``, ``GGNLinearOperator``,
-pinned at 3.0.1); the estimators on top are ours (:mod:`genlab.analyses.curvature.lanczos`,
+Products with the Hessian come from :class:`genlab.analyses.curvature.products.HessianProducts`
+(double backward through a kept gradient graph: ~1-2× a gradient per product where curvlinops'
+``HessianLinearOperator`` took 5×), with the GGN from curvlinops' ``GGNLinearOperator`` (pinned
+at 3.0.1); the estimators on top are ours (:mod:`genlab.analyses.curvature.lanczos`,
 :mod:`genlab.analyses.curvature.trace`) because each needs something curvlinops 3.0.1 lacks:
 
 - top eigenvalues: scipy's ``eigsh`` with a capped ``maxiter`` raises ``ArpackNoConvergence``
@@ -44,17 +46,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from curvlinops import GGNLinearOperator, HessianLinearOperator
+from curvlinops import GGNLinearOperator
 from torch import Tensor, nn
 
 from genlab.analyses.curvature.lanczos import lanczos, quadrature, ritz_pairs
+from genlab.analyses.curvature.products import HessianProducts
 from genlab.analyses.curvature.trace import ESTIMATORS, TraceResult, rademacher
 from genlab.analyses.settings import Curvature, SharpnessSettings, TraceMethod
 from genlab.seeding import subsample, torch_generator
 
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (output, target) ↦ the mean loss over the batch
 
-OPERATORS = {"hessian": HessianLinearOperator, "ggn": GGNLinearOperator}
+OPERATORS = {"hessian": HessianProducts, "ggn": GGNLinearOperator}
+Operator = HessianProducts | GGNLinearOperator
 
 # curvlinops multiplies a (P, K) block by vmapping over its K columns, holding one set of
 # activations per column: multiply at most this many at once to bound memory on big models.
@@ -102,7 +106,7 @@ def curvature_model(model: nn.Module, dtype: torch.dtype) -> Iterator[nn.Module]
             module.training = training
 
 
-class _MeanLoss(nn.Module):
+class MeanLoss(nn.Module):
     """A loss callable as the module curvlinops expects: it reads ``reduction`` and, for "mean",
     weights each batch by its share of the examples, so the operator is the curvature of the
     mean over all of (X, y) however the data are batched."""
@@ -129,8 +133,8 @@ def check_loss_data(loss_fn: LossFn, X: Tensor, y: Tensor) -> None:
 
 def curvature_operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor,
                        curvature: Curvature = "hessian", batch_size: int | None = None,
-                       ) -> HessianLinearOperator | GGNLinearOperator:
-    """curvlinops' operator for the curvature of the mean loss over (X, y) w.r.t. the model's
+                       ) -> Operator:
+    """The operator for the curvature of the mean loss over (X, y) w.r.t. the model's
     trainable parameters, in the model's dtype, products taken ``batch_size`` examples at a time
     (all at once for None). Use the model as :func:`curvature_model` yields it."""
     if curvature not in OPERATORS:
@@ -139,10 +143,12 @@ def curvature_operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor,
     params = [p for p in model.parameters() if p.requires_grad]
     size = len(X) if batch_size is None else batch_size
     data = list(zip(X.split(size), y.split(size), strict=True))
+    if curvature == "hessian":
+        return HessianProducts(model, loss_fn, params, data, num_data=len(X))
     # check_deterministic would cost two passes over the data and two products, and it prints;
     # eval mode already makes the products deterministic for models without sampling.
-    return OPERATORS[curvature](model, _MeanLoss(loss_fn), params, data, num_data=len(X),
-                                check_deterministic=False)
+    return GGNLinearOperator(model, MeanLoss(loss_fn), params, data, num_data=len(X),
+                             check_deterministic=False)
 
 
 def as_dtype(X: Tensor, dtype: torch.dtype) -> Tensor:
@@ -153,12 +159,12 @@ def as_dtype(X: Tensor, dtype: torch.dtype) -> Tensor:
 @contextmanager
 def _operator(model: nn.Module, loss_fn: LossFn, X: Tensor, y: Tensor, curvature: Curvature,
               dtype: torch.dtype, batch_size: int | None,
-              ) -> Iterator[HessianLinearOperator | GGNLinearOperator]:
+              ) -> Iterator[Operator]:
     with curvature_model(model, dtype) as net:
         yield curvature_operator(net, loss_fn, as_dtype(X, dtype), y, curvature, batch_size)
 
 
-def _matmat(operator: HessianLinearOperator | GGNLinearOperator) -> Callable[[Tensor], Tensor]:
+def _matmat(operator: Operator) -> Callable[[Tensor], Tensor]:
     """M (P, K) ↦ A M, in blocks of at most COLUMNS_PER_PRODUCT columns."""
 
     def apply(M: Tensor) -> Tensor:
@@ -321,7 +327,7 @@ def stability_threshold(lr: float, momentum: float = 0.0) -> float:
 
 
 __all__ = ["COLUMNS_PER_PRODUCT", "OPERATORS", "Curvature", "DensityResult", "EigenResult",
-           "LossFn", "SharpnessSettings", "TraceResult", "as_dtype", "check_loss_data",
+           "LossFn", "MeanLoss", "SharpnessSettings", "TraceResult", "as_dtype", "check_loss_data",
            "curvature_model", "curvature_operator", "hessian_top_eigenvalues", "hessian_trace",
            "sharpness_vs_lr", "smoothed_density", "spectral_density", "stability_threshold",
            "subsample"]
