@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from genlab import __version__
+from genlab import __version__, timing
 from genlab.analyses.registry import ANALYSES
 from genlab.config import ParamsError, params_json_schema
 from genlab.io import ArtifactError, dumps_json, write_text
@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     add("train", _stage("train"), "train one run of a study, or with no --run all of them (at once "
         "where the study has a vectorised group trainer) into OUT/<run>/", params, study,
         ("--run", {"help": "one run id; omit it to train the whole sweep"}),
+        ("--seed", {"type": int, "help": "without --run: only this seed's runs (a grouped "
+                    "study's DVC stage each)"}),
         ("--dataset", {"type": Path, "required": True}), out)
     add("analyze", _stage("analyze"), "one post-hoc analysis of every run of a study, into "
         "OUT/<run>.json", ("analysis", {"choices": sorted(ANALYSES)}), params, study,
@@ -156,9 +158,13 @@ INTERRUPTED = ("genlab {command}: interrupted (its outputs are not stamped, so b
 
 
 def _run(args: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     try:
         code = args.func(args)
+        if args.stage is not None:  # a pipeline stage: where its process's time went
+            process, start_up, writing = timing.summary(started)
+            log.info("genlab %s: process %.2f s: start-up %.2f s, writing %.2f s", args.command,
+                     process, start_up, writing)
         # the closing line of the stage's log, which the report's wall-time table reads (wall time
         # goes to logs, never to an artifact: see genlab.provenance)
         log.info("genlab %s: wall time %.2f s", args.command, time.perf_counter() - t0)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from genlab import timing
 
 
 class ArtifactError(RuntimeError):
@@ -38,7 +41,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     An OS error on the way (read-only folder, disk full) becomes an :class:`ArtifactError` naming
     ``path``; the previous file under that name, if any, is left as it was.
     """
-    path = Path(path)
+    path, t0 = Path(path), time.perf_counter()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -53,6 +56,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp_path, "rb+") as fh:  # data on disk before the rename makes it visible
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
+        timing.add_writing(time.perf_counter() - t0)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
         raise ArtifactError(f"{path}: writing failed ({exc.strerror or exc}); nothing was "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> No
     reach = {name for name, st in stages.items() if TRACE in st["deps"]}
     assert {"random_labels_sharpness", "benign_oscillation_sharpness", "eos_gd_sharpness",
             "sgd_stability_sharpness"} <= reach
-    assert not reach & {"check_params", "random_labels_synthesize_s0", "random_labels_train",
+    assert not reach & {"check_params", "random_labels_synthesize_s0", "random_labels_train_s0",
                         "random_labels_intrinsic_dim", "random_labels_aggregate",
                         "double_descent_train", "benign_oscillation_train",
                         "intrinsic_dim_train", "intrinsic_dim_aggregate"}
@@ -97,8 +98,9 @@ def test_committed_dvc_yaml_is_current() -> None:
 def test_a_preset_differs_from_the_committed_dvc_yaml_only_in_its_seeds_data_stages(
         preset: str) -> None:
     """Every preset declares the same studies and analyses; its seeds differ, and so its
-    per-seed synthesize stages: switching presets, `genlab dag --write` (Snakemake does it
-    itself; DVC's gate asks for it) renders those and nothing else differs in kind."""
+    per-seed stages (synthesize; a grouped study's train): switching presets, `genlab dag
+    --write` (Snakemake does it itself; DVC's gate asks for it) renders those and nothing else
+    differs in kind."""
     from genlab.config import load_params, parse_yaml, validate_params
     from genlab.presets import preset_text
 
@@ -106,7 +108,8 @@ def test_a_preset_differs_from_the_committed_dvc_yaml_only_in_its_seeds_data_sta
     other = yaml.safe_load(render(validate_params(parse_yaml(preset_text(preset, ROOT))),
                                   ROOT))["stages"]
     differ = set(default) ^ set(other)
-    assert differ and all("_synthesize_s" in stage for stage in differ), sorted(differ)
+    assert differ and all(re.search("_(synthesize|train)_s[0-9]+$", stage) for stage in differ), (
+        sorted(differ))
 
 
 def test_write_skips_rendering_until_params_code_or_dvc_yaml_change(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -211,16 +212,20 @@ def test_plots_are_the_studies_plot_specs(engines) -> None:
 
 def test_every_declared_run_has_a_train_stage(engines) -> None:
     from genlab.config import load_params
+    from genlab.data.draws import seeds
     from genlab.studies import STUDIES
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")
     for study, config in params.declared_studies().items():
         per_run = {s.split("@")[1] for s in dvc if s.startswith(f"{study}_train@")}
-        group = f"{study}_train" in dvc
+        groups = {s for s in dvc if re.fullmatch(f"{study}_train_s[0-9]+", s)}
+        group = bool(groups)
         assert per_run == set() if group else per_run == set(config.runs), study
-        # a study trains as a group exactly when it has a group trainer
+        # a study trains as a group exactly when it has a group trainer, one group per seed
         assert group == STUDIES[study].grouped, study
+        if group:
+            assert groups == {f"{study}_train_s{seed}" for seed in seeds(config)}, study
 
 
 def test_snakemake_lint_is_clean(engines) -> None:
@@ -250,6 +255,8 @@ def test_sidecars_record_exactly_the_settings_dvc_tracks(engines) -> None:
             seed = None
             if kind.startswith("synthesize_s"):
                 kind, seed = "synthesize", int(kind.removeprefix("synthesize_s"))
+            elif kind.startswith("train_s"):  # a grouped study's group of one seed's runs
+                kind = "train"
             recorded = stage_settings(config, kind, run_id or None, seed=seed)
             prefix = f"studies.{study}"
             tracked = {k.removeprefix(prefix).lstrip(".") for k in st["params"]}

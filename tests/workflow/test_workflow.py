@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,8 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from genlab.workflow.adapter import dvc_jobs
 from genlab.workflow.sync import SNAKEMAKE_MARKER
-from tests_support import copy_project, run, tool_env
+from tests_support import ROOT, copy_project, run, tool_env
 
 pytestmark = pytest.mark.workflow
 
@@ -64,7 +66,7 @@ def rule(stage: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", stage)
 
 
-TRAIN_STAGES = {"random_labels_train"}  # the sweep trains as one group
+TRAIN_STAGES = {"random_labels_train_s0"}  # the sweep trains as one group per seed
 AFTER_TRAINING = {"random_labels_sharpness", "random_labels_intrinsic_dim",
                   "random_labels_aggregate", "report"}
 
@@ -99,9 +101,30 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
 
 def test_every_rule_logs(project: Project) -> None:
     logs = project.root / "logs"
-    assert "trained random_labels/p0-s0" in (logs / "random_labels/train.log").read_text()
+    assert "trained random_labels/p0-s0" in (logs / "random_labels/train_s0.log").read_text()
     assert "trained eos_gd/lr0_2-s0" in (logs / "eos_gd/lr0_2-s0/train.log").read_text()
     assert (logs / "report.log").exists() and (logs / "random_labels/aggregate.log").exists()
+
+
+def test_the_pipeline_benchmark_accounts_for_every_job(project: Project, tmp_path: Path) -> None:
+    """benchmarks/pipeline.py on the fixture's run: each job's stage log has the CLI's process
+    line, and the accounting adds up (start-up + writing + compute = process ≤ Snakemake's span
+    within its whole-second stamps)."""
+    out = tmp_path / "pipeline.json"
+    project.sh(sys.executable, str(ROOT / "benchmarks/pipeline.py"), "--project",
+               str(project.root), "--json", str(out))
+    record = json.loads(out.read_text())
+    assert record["jobs"] == len(dvc_jobs(project.root))  # the fixture's run ran every stage
+    totals = record["totals"]
+    assert 0 < totals["start_up_s"] < totals["process_s"]
+    assert totals["writing_s"] > 0 and totals["compute_s"] > 0
+    assert totals["start_up_s"] + totals["writing_s"] + totals["compute_s"] == pytest.approx(
+        totals["process_s"])
+    assert totals["process_s"] <= totals["span_s"] + record["jobs"]
+    assert record["efficiency"] > 0.9  # ≥ 1 but for Snakemake's whole-second stamps
+    assert sum(k["jobs"] for k in record["by_kind"].values()) == record["jobs"]
+    assert set(record["by_kind"]) == {"check_params", "synthesize", "train", "analyze",
+                                      "aggregate", "report"}
 
 
 def test_runtime_edit_reruns_nothing(project: Project) -> None:
@@ -218,9 +241,6 @@ def test_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
     """A comment in one analysis module: `dvc status` lists exactly the stages whose import
     closure holds it (dvc.yaml's code dependencies), and `snakemake -n` plans exactly those and
     what depends on their outputs, as it does for any stage that reruns."""
-
-    from genlab.workflow.adapter import dvc_jobs
-
     path = "src/genlab/analyses/curvature/trace.py"
     trace = project.root / path
     stat, text = trace.stat(), trace.read_text()
@@ -392,7 +412,7 @@ def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Proje
     project.edit(lr)
     try:
         log = project.root / "logs/sigint-run.txt"
-        train_log = project.root / "logs/random_labels/train.log"
+        train_log = project.root / "logs/random_labels/train_s0.log"
         train_log.unlink(missing_ok=True)  # an earlier run's copy holds the line waited for
         with log.open("w") as out:
             # SIGINT as a terminal delivers it, whatever this suite inherited: a shell that
@@ -419,7 +439,7 @@ def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Proje
         log.unlink()
         assert "Traceback" not in printed, printed
         stale = stale_in_both(project)
-        assert stale and stale <= {"random_labels_train", *AFTER_TRAINING}, (stale, printed)
+        assert stale and stale <= {*TRAIN_STAGES, *AFTER_TRAINING}, (stale, printed)
         interrupted = [p for p in (project.root / "logs/random_labels").glob("*.log")
                        if "interrupted" in p.read_text()]
         assert interrupted, printed

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from genlab import timing
 from genlab.config import Params, load_params, settings_hash
 
 log = logging.getLogger("genlab")
@@ -20,6 +21,7 @@ def setup(args: argparse.Namespace) -> Params:
     # genlab's own level too: kronfluence sets the root logger's level to WARNING when it makes
     # its loggers, which silenced influence's and mislabel_detection's logs entirely
     log.setLevel(params.runtime.log_level)
+    timing.work_begins()
     return params
 
 
@@ -29,7 +31,9 @@ def study(params: Params, name: str):  # -> (StudySpec, study settings)
     from genlab.studies import load_study
 
     settings = params.study(name)
-    return load_study(name), settings
+    spec = load_study(name)
+    timing.work_begins()  # the study's code imported (torch with it): start-up ends here
+    return spec, settings
 
 
 def provenance(settings: dict[str, Any], device: str, seed: int | None = None) -> dict:

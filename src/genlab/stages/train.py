@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from genlab.config import ParamsError, settings_hash
-from genlab.data.draws import run_draw_id
+from genlab.data.draws import run_draw_id, seeds
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import write_json, write_parquet, write_safetensors
 from genlab.stages.common import DatasetDraws, log, provenance, setup, study
@@ -23,15 +23,15 @@ def run(args: argparse.Namespace) -> int:
     if args.run is not None and args.run not in config.runs:
         raise ParamsError(f"studies.{args.study}.runs.{args.run}: no such run; declared: "
                           f"{sorted(config.runs)}")
+    runs = _sweep(config, args)
     configure_torch(params.runtime.threads)
     device = resolve_device(params.runtime.device)
     draws = DatasetDraws(args.dataset)
     # the first line of a long stage's log: it has started (and what), before any result
-    log.info("training %s of %s on %s", f"{len(config.runs)} run(s)" if args.run is None
+    log.info("training %s of %s on %s", f"{len(runs)} run(s)" if args.run is None
              else args.run, args.study, describe_device(device))
     t0 = time.perf_counter()
-    if args.run is None:  # the whole sweep, into runs/<run>/
-        runs = list(config.runs)
+    if args.run is None:  # the whole sweep (or one seed's runs), into runs/<run>/
         results = {}
         if spec.train_group is not None:  # the group trainer, once per data draw
             by_draw: dict[str, list[str]] = {}
@@ -61,6 +61,19 @@ def run(args: argparse.Namespace) -> int:
         checkpoints.remove()
     log.info("trained %d run(s) of %s in %.1fs", len(results), args.study, elapsed)
     return 0
+
+
+def _sweep(config: Any, args: argparse.Namespace) -> list[str]:
+    """The runs a sweep trains: all of them, or ``--seed``'s (never with ``--run``)."""
+    if args.seed is None:
+        return list(config.runs)
+    if args.run is not None:
+        raise ParamsError("train: --seed selects a sweep's runs; --run names one run")
+    runs = [run for run, settings in config.runs.items() if settings.seed == args.seed]
+    if not runs:
+        raise ParamsError(f"studies.{args.study}.runs: no run has seed {args.seed}; the seeds "
+                          f"are {seeds(config)}")
+    return runs
 
 
 def write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:

@@ -44,8 +44,9 @@ class PlotSpec:
 class StudyEntry:
     """A study as the pipeline plans it.
 
-    ``grouped``: the whole sweep trains in one stage (``<study>_train``, its output the runs
-    folder) through the study's vectorised group trainer; otherwise one train stage per run.
+    ``grouped``: each seed's runs train in one stage (``<study>_train_s<seed>``, its outputs
+    those runs' folders) through the study's vectorised group trainer; otherwise one train
+    stage per run.
     ``report_only``: settings fields read by the aggregate/report only, so that editing them
     retrains nothing. A study whose settings have an ``analyses`` block gets the post-hoc
     analyses of every run that it switches on there.

@@ -170,14 +170,21 @@ class _Builder:
         code = self.code("train", experiment)
         res = entry.train_resources
         if entry.grouped:
-            out[f"{name}_train"] = {
-                "cmd": _cmd(f"{name}_train", "train", "--params", PARAMS_FILE, "--study", name,
-                            "--dataset", str(dataset), "--out", runs),
-                "deps": [GATE_STAMP, *dataset_files, *code],
-                "params": _tracked(key, config, "train"),
-                "outs": [runs, _stamp(f"{name}_train")],
-                "meta": _torch_meta(_log(name, "train"), res.mem_mb, res.runtime),
-            }
+            # one group stage per seed, like the synthesize stages: the seeds' groups share the
+            # cores (one stage of 192 models was the pipeline's critical path: 410 s, with the
+            # other core idle), and adding a seed trains no other seed's runs again
+            for seed in seeds(config):
+                stage = f"{name}_train_{paths.seed_folder(seed)}"
+                out[stage] = {
+                    "cmd": _cmd(stage, "train", "--params", PARAMS_FILE, "--study", name,
+                                "--seed", str(seed), "--dataset", str(dataset), "--out", runs),
+                    "deps": [GATE_STAMP, *paths.draw_files(name, seed), *code],
+                    "params": _tracked(key, config, "train"),
+                    "outs": [*(str(paths.run_dir(name, run)) for run, settings
+                               in config.runs.items() if settings.seed == seed), _stamp(stage)],
+                    "meta": _torch_meta(_log(name, f"train_{paths.seed_folder(seed)}"),
+                                        res.mem_mb, res.runtime),
+                }
         else:
             run = paths.run_dir(name, "${key}")
             out[f"{name}_train"] = {"foreach": f"${{{key}.runs}}", "do": {
