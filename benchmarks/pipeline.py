@@ -29,6 +29,7 @@ on it; the clone is deleted unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -140,9 +141,11 @@ def run_pipeline(preset: str, cores: int, keep: bool) -> tuple[Path, float, Path
         subprocess.run([sys.executable, "-m", "genlab", "preset", preset, "--out", "params.yaml"],
                        cwd=clone, check=True)
     print(f"running the {preset} pipeline in {clone} on {cores} cores", flush=True)
+    # this interpreter's environment first: the stages' `python -m genlab` and snakemake
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     t0 = time.perf_counter()
     proc = subprocess.run(["snakemake", "--cores", str(cores)], cwd=clone, capture_output=True,
-                          text=True)
+                          text=True, env=env)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"snakemake failed (the clone is kept: {clone}):\n"
