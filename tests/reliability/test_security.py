@@ -40,7 +40,7 @@ def _dotted(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-SAFE_YAML_LOADERS = {"SafeLoader", "CSafeLoader", "_NoAliasLoader"}
+SAFE_YAML_LOADERS = {"SafeLoader", "CSafeLoader", "_StrictLoader"}
 
 
 def audit(source: str, filename: str = "<src>") -> list[str]:
@@ -105,7 +105,7 @@ os.system("ls")
 import yaml, torch, numpy as np
 torch.load("m.pt", weights_only=True)
 yaml.load(text, Loader=yaml.SafeLoader)
-yaml.load(text, Loader=_NoAliasLoader)
+yaml.load(text, Loader=_StrictLoader)
 yaml.safe_load(text)
 np.load("x.npy")
 model.eval()
@@ -135,10 +135,13 @@ def test_no_unsafe_load_in_the_workflow_files(path: Path) -> None:
 
 
 def test_params_yaml_is_read_with_a_safe_loader() -> None:
-    from genlab.config import _NoAliasLoader
+    from genlab.config import _StrictLoader
 
-    assert issubclass(_NoAliasLoader, yaml.SafeLoader)
-    assert not issubclass(_NoAliasLoader, yaml.FullLoader | yaml.UnsafeLoader)
+    # libyaml's CSafeLoader or PyYAML's SafeLoader: either way the safe constructor, which
+    # builds plain data only
+    assert issubclass(_StrictLoader, yaml.constructor.SafeConstructor)
+    assert not issubclass(_StrictLoader, yaml.constructor.FullConstructor)
+    assert issubclass(_StrictLoader, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
 
 
 # --------------------------------------------------------------------------------------------

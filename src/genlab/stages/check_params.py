@@ -8,11 +8,14 @@ import argparse
 
 from genlab.config import ParamsError, load_params
 from genlab.io import write_text
+from genlab.stages.common import configure_logging
 from genlab.workflow.generate import layout_digest
 
 
 def run(args: argparse.Namespace) -> int:
     params = load_params(args.file)
+    if args.stage is not None:  # as a pipeline stage: the CLI's closing lines in its log
+        configure_logging(params)
     studies = params.declared_studies()
     runs = sum(len(s.runs) for s in studies.values())
     off = f"; switched off: {', '.join(params.switched_off)}" if params.switched_off else ""

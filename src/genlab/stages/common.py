@@ -16,13 +16,17 @@ log = logging.getLogger("genlab")
 
 def setup(args: argparse.Namespace) -> Params:
     params = load_params(args.params)
+    configure_logging(params)
+    timing.work_begins()
+    return params
+
+
+def configure_logging(params: Params) -> None:
     logging.basicConfig(level=params.runtime.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # genlab's own level too: kronfluence sets the root logger's level to WARNING when it makes
     # its loggers, which silenced influence's and mislabel_detection's logs entirely
     log.setLevel(params.runtime.log_level)
-    timing.work_begins()
-    return params
 
 
 def study(params: Params, name: str):  # -> (StudySpec, study settings)
