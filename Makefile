@@ -20,6 +20,9 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/no-
 	$(PIP) -e '.[dev]'
 	# curvature operators: no-deps on purpose, see the file
 	$(PIP) --no-deps -r requirements/no-deps.txt
+	# the neighbour search's numba kernels, compiled once into their on-disk cache here rather
+	# than by the pipeline's first intrinsic-dimension jobs, each on its own (~7 s)
+	$(BIN)/python -c "from genlab.analyses.dimension.neighbors import compile_kernels; compile_kernels()"
 	touch $@
 
 install: $(VENV)/.installed

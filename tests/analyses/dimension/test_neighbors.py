@@ -128,3 +128,18 @@ def test_neighbour_distances_equal_brute_force_on_adversarial_data(monkeypatch, 
         np.testing.assert_allclose(found.numpy(), ref, rtol=1e-12, atol=0)
         rows = np.arange(len(X))[:, None]
         np.testing.assert_allclose(distances[rows, indices.numpy()], ref, rtol=1e-12, atol=0)
+
+
+def test_compile_kernels_compiles_every_kernel_of_the_screen() -> None:
+    """``make install`` runs compile_kernels so that no pipeline job compiles: it must reach
+    every kernel of the screen that Python calls (a kernel it missed would be compiled by the
+    first jobs); the private ones are compiled into their callers."""
+    import numba
+
+    from genlab.analyses.dimension import neighbor_screen
+
+    kernels = {name: f for name, f in vars(neighbor_screen).items()
+               if isinstance(f, numba.core.registry.CPUDispatcher) and not name.startswith("_")}
+    assert set(kernels) == {"scan_diagonal", "scan_both_ways", "pair_distances"}
+    neighbors.compile_kernels()
+    assert {name for name, f in kernels.items() if not f.signatures} == set()

@@ -368,4 +368,13 @@ def _distances(X: Tensor, row_ids: Tensor, indices: Tensor, buffer: Tensor | Non
     return torch.linalg.vector_norm(gathered.view(b, m, -1).sub_(X[row_ids][:, None, :]), dim=2)
 
 
-__all__ = ["BLOCK_ENTRIES", "nearest_neighbors"]
+def compile_kernels() -> None:
+    """Compile (or load from numba's on-disk cache) every kernel the CPU search uses, on a small
+    float64 problem with more than one row block (both kinds of tile): ``make install`` runs it
+    once, so that the first jobs of a pipeline do not each spend ~7 s compiling the same
+    kernels side by side."""
+    generator = torch.Generator().manual_seed(0)
+    nearest_neighbors(torch.randn(CPU_CELL + 64, 3, generator=generator, dtype=torch.float64), 2)
+
+
+__all__ = ["BLOCK_ENTRIES", "compile_kernels", "nearest_neighbors"]
