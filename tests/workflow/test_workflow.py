@@ -174,7 +174,9 @@ def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
         project.restore_params()
 
 
-def test_one_run_edit_in_a_group_retrains_the_group(project: Project) -> None:
+def test_one_run_edit_in_a_group_retrains_the_groups_of_its_seeds(project: Project) -> None:
+    """A run moved from seed 0 to a new seed 7: seed 0's group trains again (one run fewer),
+    seed 7 gets its data and a group of its own, and what follows reruns."""
     def seed(raw):
         runs = raw["studies"]["random_labels"]["runs"]
         del runs["p1-s0"]
@@ -182,7 +184,8 @@ def test_one_run_edit_in_a_group_retrains_the_group(project: Project) -> None:
     project.edit(seed)
     try:
         assert project.snakemake_plan() == {"check_params", "random_labels_synthesize_s7",
-                                            *TRAIN_STAGES, *AFTER_TRAINING}
+                                            "random_labels_train_s7", *TRAIN_STAGES,
+                                            *AFTER_TRAINING}
     finally:
         project.restore_params()
 
