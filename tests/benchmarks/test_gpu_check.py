@@ -84,7 +84,8 @@ def check_quick_steps(tmp_path: Path, device: str) -> None:
     lanczos = [r for r in sharpness["to_target"] if r["method"] == "Lanczos"]
     assert len(lanczos) == 3 and all(r["hvps_median"] >= 1 and r["median_s"] > 0
                                      for r in lanczos)
-    assert len(sharpness["product_costs"]) == 4
+    # two gradients and the three HVP operators side by side
+    assert len(sharpness["product_costs"]) == 5
     assert all(r["ms"] > 0 for r in sharpness["product_costs"])
 
 

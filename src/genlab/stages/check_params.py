@@ -8,7 +8,7 @@ import argparse
 
 from genlab.config import ParamsError, load_params
 from genlab.io import write_text
-from genlab.stages.common import configure_logging
+from genlab.stages.stage_logging import configure_logging
 from genlab.workflow.generate import layout_digest
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from genlab import timing
 from genlab.config import Params, load_params, settings_hash
-
-log = logging.getLogger("genlab")
+from genlab.stages.stage_logging import configure_logging, log  # noqa: F401 - the stages' logger
 
 
 def setup(args: argparse.Namespace) -> Params:
@@ -19,14 +16,6 @@ def setup(args: argparse.Namespace) -> Params:
     configure_logging(params)
     timing.work_begins()
     return params
-
-
-def configure_logging(params: Params) -> None:
-    logging.basicConfig(level=params.runtime.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # genlab's own level too: kronfluence sets the root logger's level to WARNING when it makes
-    # its loggers, which silenced influence's and mislabel_detection's logs entirely
-    log.setLevel(params.runtime.log_level)
 
 
 def study(params: Params, name: str):  # -> (StudySpec, study settings)
