@@ -37,6 +37,11 @@ def seeds(config: Any) -> list[int]:
     return sorted({run.seed for run in config.runs.values()})
 
 
+def runs_of_seed(config: Any, seed: int) -> list[str]:
+    """The ids of the runs with ``seed``, in params.yaml's order (a grouped study's stage each)."""
+    return [run for run, settings in config.runs.items() if settings.seed == seed]
+
+
 def draw_id(config: Any, run: Any) -> str:
     """The id of ``run``'s data draw (``s0``; ``s0-noise_std=0.05`` with a data condition)."""
     overrides = "".join(f"-{field}={getattr(run, field)}" for field in data_fields(config))
@@ -68,4 +73,5 @@ def draw_settings(config: Any, draw: str) -> Any:
     return config.model_copy(update={"data": data})
 
 
-__all__ = ["data_draws", "data_fields", "draw_id", "draw_settings", "run_draw_id", "seeds"]
+__all__ = ["data_draws", "data_fields", "draw_id", "draw_settings", "run_draw_id", "runs_of_seed",
+           "seeds"]

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from genlab import timing
-from genlab.config import Params, load_params, settings_hash
+from genlab.config import Params, ParamsError, load_params, settings_hash
+from genlab.data.draws import seeds
 from genlab.stages.stage_logging import configure_logging, log  # noqa: F401 - the stages' logger
 
 
@@ -27,6 +28,13 @@ def study(params: Params, name: str):  # -> (StudySpec, study settings)
     spec = load_study(name)
     timing.work_begins()  # the study's code imported (torch with it): start-up ends here
     return spec, settings
+
+
+def require_seed(config: Any, study_name: str, seed: int) -> None:
+    """``--seed`` must be a seed of the study's runs (a ParamsError naming them otherwise)."""
+    if seed not in seeds(config):
+        raise ParamsError(f"studies.{study_name}.runs: no run has seed {seed}; the seeds are "
+                          f"{seeds(config)}")
 
 
 def provenance(settings: dict[str, Any], device: str, seed: int | None = None) -> dict:

@@ -13,11 +13,10 @@ from typing import Any
 import pyarrow as pa
 
 from genlab import paths
-from genlab.config import ParamsError
 from genlab.data.dataset import dataset_to_tables
 from genlab.data.draws import data_draws, draw_settings, seeds
 from genlab.io import write_json, write_parquet
-from genlab.stages.common import log, provenance, setup, study
+from genlab.stages.common import log, provenance, require_seed, setup, study
 from genlab.stages.settings import stage_settings
 
 
@@ -39,9 +38,8 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 def run(args: argparse.Namespace) -> int:
     params = setup(args)
     spec, config = study(params, args.study)
-    if args.seed is not None and args.seed not in seeds(config):
-        raise ParamsError(f"studies.{args.study}.runs: no run has seed {args.seed}; the seeds "
-                          f"are {seeds(config)}")
+    if args.seed is not None:
+        require_seed(config, args.study, args.seed)
     for seed in seeds(config) if args.seed is None else [args.seed]:
         _synthesize_seed(spec, config, seed, args.out / paths.seed_folder(seed), args.study)
     return 0

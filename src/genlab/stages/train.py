@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from genlab.config import ParamsError, settings_hash
-from genlab.data.draws import run_draw_id, seeds
+from genlab.data.draws import run_draw_id, runs_of_seed
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import write_json, write_parquet, write_safetensors
-from genlab.stages.common import DatasetDraws, log, provenance, setup, study
+from genlab.stages.common import DatasetDraws, log, provenance, require_seed, setup, study
 from genlab.stages.settings import stage_settings
 from genlab.train.checkpoint_folder import CheckpointFolder
 
@@ -69,11 +69,8 @@ def _sweep(config: Any, args: argparse.Namespace) -> list[str]:
         return list(config.runs)
     if args.run is not None:
         raise ParamsError("train: --seed selects a sweep's runs; --run names one run")
-    runs = [run for run, settings in config.runs.items() if settings.seed == args.seed]
-    if not runs:
-        raise ParamsError(f"studies.{args.study}.runs: no run has seed {args.seed}; the seeds "
-                          f"are {seeds(config)}")
-    return runs
+    require_seed(config, args.study, args.seed)
+    return runs_of_seed(config, args.seed)
 
 
 def write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:

@@ -36,7 +36,7 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
-from genlab.data.draws import data_fields, seeds
+from genlab.data.draws import data_fields, runs_of_seed, seeds
 from genlab.stages.settings import run_blocks, stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
@@ -180,8 +180,8 @@ class _Builder:
                                 "--seed", str(seed), "--dataset", str(dataset), "--out", runs),
                     "deps": [GATE_STAMP, *paths.draw_files(name, seed), *code],
                     "params": _tracked(key, config, "train"),
-                    "outs": [*(str(paths.run_dir(name, run)) for run, settings
-                               in config.runs.items() if settings.seed == seed), _stamp(stage)],
+                    "outs": [*(str(paths.run_dir(name, run)) for run in runs_of_seed(config, seed)),
+                             _stamp(stage)],
                     "meta": _torch_meta(_log(name, f"train_{paths.seed_folder(seed)}"),
                                         res.mem_mb, res.runtime),
                 }

@@ -44,13 +44,13 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Union, get_args
 
 import torch
 from torch import Tensor, nn
 
 from genlab.analyses.curvature.lanczos import lanczos, quadrature, ritz_pairs
-from genlab.analyses.curvature.products import HessianProducts
+from genlab.analyses.curvature.products import HessianProducts, LossFn
 from genlab.analyses.curvature.trace import ESTIMATORS, TraceResult, rademacher
 from genlab.analyses.settings import Curvature, SharpnessSettings, TraceMethod
 from genlab.seeding import subsample, torch_generator
@@ -58,16 +58,14 @@ from genlab.seeding import subsample, torch_generator
 if TYPE_CHECKING:
     from curvlinops import GGNLinearOperator
 
-LossFn = Callable[[Tensor, Tensor], Tensor]  # (output, target) ↦ the mean loss over the batch
-
-# the curvatures and what multiplies by each; curvlinops is imported when a GGN is asked for
-# (0.2-0.5 s of start-up that the stages using only the Hessian skip)
-OPERATORS = {"hessian": "genlab.analyses.curvature.products.HessianProducts",
-             "ggn": "curvlinops.GGNLinearOperator"}
+# the curvatures: the Hessian by HessianProducts, the GGN by curvlinops, which is imported only
+# when a GGN is asked for (0.2-0.5 s of start-up that the stages using only the Hessian skip)
+OPERATORS = get_args(Curvature)
 Operator = Union[HessianProducts, "GGNLinearOperator"]
 
 # curvlinops multiplies a (P, K) block by vmapping over its K columns, holding one set of
-# activations per column: multiply at most this many at once to bound memory on big models.
+# activations per column (HessianProducts takes the columns one at a time): multiply at most this
+# many at once to bound memory on big models.
 COLUMNS_PER_PRODUCT = 16
 
 
