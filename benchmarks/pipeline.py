@@ -86,7 +86,9 @@ class Job:
         return "analyze"
 
     def study(self, studies: list[str]) -> str:
-        return next((s for s in studies if self.rule.startswith(f"{s}_")), self.rule)
+        # the longest name that prefixes the rule: influence_mnist1d_train is not influence's
+        return max((s for s in studies if self.rule.startswith(f"{s}_")), key=len,
+                   default=self.rule)
 
 
 def _epoch(text: str) -> float:

@@ -1,5 +1,6 @@
 """Small influence problems shared by tests/analyses/influence/test_*.py: ridge regression and
-L2 logistic regression at their exact optima, and a tanh MLP at initialisation."""
+L2 logistic regression at their exact optima, and a tanh MLP at initialisation; and the influence
+studies' check that a run retrains bit for bit."""
 
 from __future__ import annotations
 
@@ -116,3 +117,16 @@ def mlp() -> Problem:
 BCE = loss_function("binary_cross_entropy")
 MSE = loss_function("mse")
 CE = loss_function("cross_entropy")
+
+
+def assert_same_artifacts(again, first) -> None:
+    """Two trainings of one run gave the same metrics (but their wall times), history and
+    weights, bit for bit."""
+    from genlab.io import dumps_json
+
+    def without_times(m: dict) -> str:
+        return dumps_json({k: v for k, v in m.items() if k != "seconds"})
+
+    assert without_times(again.metrics) == without_times(first.metrics)
+    assert again.history.equals(first.history)
+    assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)

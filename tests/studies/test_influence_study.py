@@ -10,6 +10,7 @@ import math
 import pyarrow as pa
 import pytest
 import torch
+from influence_support import assert_same_artifacts
 from pydantic import ValidationError
 
 from genlab.io import dumps_json
@@ -210,13 +211,7 @@ def test_a_run_is_deterministic() -> None:
     cfg, results = tiny()
     again = SPEC.train_run(cfg, "mlp-s0", SPEC.synthesize(cfg), CPU)
     first = results["mlp-s0"]
-
-    def without_times(m: dict) -> str:
-        return dumps_json({k: v for k, v in m.items() if k != "seconds"})
-
-    assert without_times(again.metrics) == without_times(first.metrics)
-    assert again.history.equals(first.history)
-    assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
+    assert_same_artifacts(again, first)
     assert set(first.metrics["seconds"]) >= {*METHODS, "fit", "loo_warm", "loo_scratch", "lds"}
 
 

@@ -11,18 +11,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from influence_support import assert_same_artifacts
 from pydantic import ValidationError
 
+from genlab.analyses.influence.detection import CHECKED, METHODS, fraction_found, roc_auc
 from genlab.data.dataset import corrupt_labels
 from genlab.io import dumps_json
 from genlab.studies.mislabel_detection.claims import check_claims, summarize
-from genlab.studies.mislabel_detection.experiment import (
-    CHECKED,
-    METHODS,
-    SPEC,
-    fraction_found,
-    roc_auc,
-)
+from genlab.studies.mislabel_detection.experiment import SPEC
 from genlab.studies.mislabel_detection.figures import figures
 from genlab.studies.mislabel_detection.settings import (
     MislabelClaims,
@@ -159,13 +155,7 @@ def test_a_run_is_deterministic() -> None:
     cfg, results = tiny()
     again = SPEC.train_run(cfg, "mlp-s0", SPEC.synthesize(cfg), CPU)
     first = results["mlp-s0"]
-
-    def without_times(m: dict) -> str:
-        return dumps_json({k: v for k, v in m.items() if k != "seconds"})
-
-    assert without_times(again.metrics) == without_times(first.metrics)
-    assert again.history.equals(first.history)
-    assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
+    assert_same_artifacts(again, first)
 
 
 # ------------------------------------------------------------- the post-hoc analyses' objective

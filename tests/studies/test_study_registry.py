@@ -18,6 +18,7 @@ PACKAGE = Path(genlab.studies.__file__).parent
 # genlab code modules
 SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "itertools", "math", "pydantic",
                        "genlab.settings", "genlab.analyses.settings", "genlab.analyses.registry",
+                       "genlab.analyses.attribution_settings",
                        "genlab.data.settings", "genlab.studies.entry",
                        "genlab.train.binary_settings")
 
@@ -76,6 +77,7 @@ def test_shared_settings_import_no_code() -> None:
     root = PACKAGE.parent
     for path in (root / "train/binary_settings.py", root / "data/settings.py",
                  root / "analyses/settings.py", root / "analyses/registry.py",
+                 root / "analyses/attribution_settings.py",
                  PACKAGE / "entry.py"):
         assert [m for m in imports(path) if not within(m, SETTINGS_MAY_IMPORT + (
             "dataclasses",))] == [], path

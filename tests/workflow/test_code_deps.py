@@ -60,8 +60,8 @@ def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> No
     """trace.py is the curvature code's: the sharpness analysis and the studies that measure
     curvature while training (eos_gd, sgd_stability), compute it as a measure (measures_grid,
     and neural_collapse through the measures package) or solve with curvature operators
-    (influence, mislabel_detection). The intrinsic-dimension analysis, random_labels'
-    training and the studies without curvature do not import it."""
+    (influence, influence_mnist1d, mislabel_detection). The intrinsic-dimension analysis,
+    random_labels' training and the studies without curvature do not import it."""
     reach = {name for name, st in stages.items() if TRACE in st["deps"]}
     assert {"random_labels_sharpness", "benign_oscillation_sharpness", "eos_gd_sharpness",
             "sgd_stability_sharpness"} <= reach
@@ -82,7 +82,8 @@ def test_settings_import_no_study_code(stages) -> None:
     for path in code:
         # draws.py: the seeds of the runs, which name the synthesize stages (no numpy)
         assert Path(path).name in ("__init__.py", "settings.py", "binary_settings.py",
-                                   "entry.py", "registry.py", "draws.py"), path
+                                   "attribution_settings.py", "entry.py", "registry.py",
+                                   "draws.py"), path
     assert "src/genlab/analyses/registry.py" in gate  # the analyses' names, not their code
 
 

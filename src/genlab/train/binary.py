@@ -52,13 +52,15 @@ class Problem:
                    tensor(dataset.test.y))
 
 
-def build(kind: str, settings: Any, input_dim: int, seed: int, device: Any):
-    """The seeded model in float64 and eval mode (it has no dropout or batch norm anyway)."""
+def build(kind: str, settings: Any, input_dim: int, seed: int, device: Any, outputs: int = 1):
+    """The seeded model in float64 and eval mode (it has no dropout or batch norm anyway); one
+    logit, or ``outputs`` (the multiclass models of the influence_mnist1d study)."""
     import torch
 
     from genlab.models.registry import build_seeded_model
 
-    return build_seeded_model(kind, settings, input_dim, 1, seed, device).to(torch.float64).eval()
+    return build_seeded_model(kind, settings, input_dim, outputs, seed,
+                              device).to(torch.float64).eval()
 
 
 def fit_settings_kwargs(fit: FitSettings) -> dict[str, Any]:

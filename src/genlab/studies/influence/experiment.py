@@ -10,15 +10,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from genlab.analyses.influence.exact import (
-    gradient_dot,
-    gradient_products,
-    inverse_hvp,
-    loss_function,
-    per_example_gradients,
-    random_scores,
-    scores_table,
-)
+from genlab.analyses.influence.exact import loss_function, scores_table
 from genlab.analyses.influence.ground_truth import (
     compare_with_loo,
     datamodel_measurements,
@@ -26,14 +18,14 @@ from genlab.analyses.influence.ground_truth import (
     linear_datamodeling_score,
     random_subsets,
 )
-from genlab.analyses.influence.kfac import kronfluence_influence
+from genlab.analyses.influence.methods import attribution_scores
 from genlab.data.dataset import Dataset, corrupt_labels
 from genlab.data.logistic_teacher import logistic_teacher
 from genlab.models.registry import count_parameters, model_spec, state_tensors
-from genlab.seeding import derive_seed, torch_generator
+from genlab.seeding import torch_generator
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective
 from genlab.studies.binary import binary_objective
-from genlab.studies.influence.settings import STUDY, InfluenceConfig, MethodSettings
+from genlab.studies.influence.settings import STUDY, InfluenceConfig
 from genlab.train.binary import (
     Problem,
     accuracy,
@@ -53,6 +45,8 @@ from genlab.train.full_batch import (
 )
 
 METHODS = ("exact", "exact_hessian", "cg", "lissa", "ekfac", "grad_dot", "random")
+"""The methods this study runs (genlab.analyses.influence.methods; TRAK is in
+influence_mnist1d)."""
 SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("test_id", pa.int64()),
                           ("score", pa.float64()), ("method", pa.string())])
 
@@ -64,61 +58,6 @@ def synthesize(config: InfluenceConfig) -> Dataset:
 # ---------------------------------------------------------------------------------------------
 # Training, attribution and ground truth.
 # ---------------------------------------------------------------------------------------------
-
-
-def attribution_scores(model: Any, problem: Any, l2: float, s: MethodSettings,
-                       run: str = "") -> tuple[dict[str, Any], dict[str, float], dict]:
-    """Every method's (n_test, n_train) scores, its wall time, and the iterative solvers'
-    agreement with the dense inverse-HVP (cosine per test gradient, relative residuals). The
-    random baseline is drawn per run, from the methods' seed and the run's name (not its seed
-    alone, which logistic-s0 and mlp-s0 share)."""
-
-    bce = loss_function(LOSS)
-    p = problem
-    scores: dict[str, Any] = {}
-    seconds: dict[str, float] = {}
-    solved: dict[str, Any] = {}
-    solvers = (("exact", "ggn", "dense", {}), ("exact_hessian", "hessian", "dense", {}),
-               ("cg", "ggn", "cg", {"tol": s.cg_tol}),
-               ("lissa", "ggn", "lissa", {"depth": s.lissa_depth, "repeats": s.lissa_repeats,
-                                          "lissa_batch_size": s.lissa_batch_size,
-                                          "seed": s.seed}))
-    for name, curvature, method, options in solvers:
-        start = time.perf_counter()
-        G_test = per_example_gradients(model, bce, p.X_test, p.y_test, chunk_size=s.chunk_size)
-        result = inverse_hvp(model, bce, p.X, p.y, G_test, l2, curvature, method,
-                             batch_size=s.chunk_size, **options)
-        scores[name] = -gradient_products(model, bce, p.X, p.y, result.solution,
-                                          chunk_size=s.chunk_size)
-        seconds[name] = time.perf_counter() - start
-        solved[name] = result
-    start = time.perf_counter()
-    scores["ekfac"] = kronfluence_influence(model, LOSS, p.X, p.y, p.X_test, p.y_test, "ekfac",
-                                           l2, fisher_samples=s.ekfac_fisher_samples,
-                                           seed=s.seed, batch_size=s.chunk_size)
-    seconds["ekfac"] = time.perf_counter() - start
-    start = time.perf_counter()
-    scores["grad_dot"] = gradient_dot(model, bce, p.X, p.y, p.X_test, p.y_test,
-                                      chunk_size=s.chunk_size)
-    seconds["grad_dot"] = time.perf_counter() - start
-    start = time.perf_counter()
-    scores["random"] = random_scores((len(p.X_test), len(p.X)),
-                                     seed=derive_seed(s.seed, "run", run))
-    seconds["random"] = time.perf_counter() - start
-
-    dense = solved["exact"].solution
-    solvers_report = {}
-    for name in ("cg", "lissa"):
-        result = solved[name]
-        cosine = ((result.solution * dense).sum(1)
-                  / (result.solution.norm(dim=1) * dense.norm(dim=1)))
-        solvers_report[name] = {
-            "min_cosine": float(cosine.min()), "mean_cosine": float(cosine.mean()),
-            "max_relative_residual": float(result.relative_residuals.max()),
-            "iterations": result.iterations, "scale": result.scale}
-    solvers_report["exact_hessian"] = {"positive_definite": solved["exact_hessian"]
-                                       .positive_definite}
-    return ({k: v.to(torch.float64).cpu() for k, v in scores.items()}, seconds, solvers_report)
 
 
 class _Retrainer:
@@ -214,7 +153,9 @@ def train_run(config: InfluenceConfig, run_name: str, dataset: Dataset, device: 
         return RunArtifacts(weights=state_tensors(model), model_spec=spec,
                             history=SCORE_SCHEMA.empty_table(), metrics=metrics)
 
-    scores, seconds, solvers = attribution_scores(model, problem, l2, config.methods, run_name)
+    scores, seconds, solvers = attribution_scores(
+        model, LOSS, problem.X, problem.y, problem.X_test, problem.y_test, l2, config.methods,
+        run_name, METHODS)
 
     retrain = _Retrainer(model, problem, l2, theta0, full.theta, config)
     order = torch.randperm(n, generator=torch_generator(gt.seed, "influence", "loo-points"))

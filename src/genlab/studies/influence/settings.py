@@ -6,6 +6,7 @@ from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
+from genlab.analyses.attribution_settings import MethodSettings
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
@@ -18,22 +19,6 @@ CITATION = ("Koh & Liang. Understanding black-box predictions via influence func
             "what is the question? NeurIPS 2022; Park, Georgiev, Ilyas, Leclerc, Madry. TRAK: "
             "attributing model behavior at scale. ICML 2023; Grosse et al. Studying large "
             "language model generalization with influence functions. arXiv 2023.")
-
-
-class MethodSettings(FrozenModel):
-    """How each attribution method is computed (the damping is the model's λ)."""
-
-    chunk_size: int = Field(256, ge=1, le=1_000_000, description="Examples per chunk of "
-                            "per-example gradients and per curvature product.")
-    cg_tol: float = Field(1e-10, gt=0, le=1, description="CG stops at relative residual ≤ this.")
-    lissa_batch_size: int = Field(64, ge=1, le=1_000_000, description="LiSSA's minibatch.")
-    lissa_depth: int | None = Field(None, ge=1, le=100_000, description="LiSSA's recursion "
-                                    "depth; null: ⌈(s/λ) ln 10³⌉ (genlab.analyses.influence).")
-    lissa_repeats: int = Field(1, ge=1, le=1000, description="Independent LiSSA runs averaged.")
-    ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
-                                      "for EK-FAC's Fisher estimate.")
-    seed: Seed = Field(0, description="Seed of LiSSA's minibatches, EK-FAC's sampled targets "
-                       "and (with the run's name) the random baseline.")
 
 
 class GroundTruthSettings(FrozenModel):

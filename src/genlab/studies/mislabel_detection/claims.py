@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from genlab.analyses.influence.detection import CHECKED
 from genlab.studies.base import ClaimResult, Summary
-from genlab.studies.claims import decide, decide_units, declare
-from genlab.studies.mislabel_detection.experiment import CHECKED
+from genlab.studies.claims import Claim, decide, decide_units, declare
 from genlab.studies.mislabel_detection.settings import (
     CITATION,
     NAME,
@@ -37,9 +37,22 @@ CLAIMS = declare(NAME, CITATION, {
 # a random ranking at chance checks the AUC machinery, not a paper's claim
 
 
-def _auc(m: Mapping[str, Any], method: str) -> float:
+def auc_of(m: Mapping[str, Any], method: str) -> float:
+    """A run's ROC AUC for ``method`` (NaN where undefined)."""
     value = m["methods"][method]["auc"]
     return math.nan if value is None else float(value)
+
+
+def random_ranking_control(claim: Claim, done: Mapping[str, Mapping[str, Any]],
+                           skipped: list[str]) -> ClaimResult:
+    """The random ranking at chance: its mean AUC over the runs with rankings within 0.5 ± 0.1
+    (shared with mislabel_mnist1d)."""
+    if not done:
+        return decide(claim, None, {"reason": "no trained run", "skipped": skipped})
+    chance = {name: auc_of(m, "random") for name, m in done.items()}
+    mean = float(np.mean(list(chance.values())))
+    return decide(claim, abs(mean - 0.5) <= 0.1,
+                  {"mean_auc_random": mean, "auc_random_by_run": chance})
 
 
 def check_claims(metrics: Mapping[str, Mapping[str, Any]],
@@ -51,44 +64,43 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
         runs = {name: m for name, m in done.items() if m["model"] == kind}
         not_fitted = sorted(name for name, m in runs.items()
                             if kind == "mlp" and not m["interpolates"])
-        units = {int(m["seed"]): None if name in not_fitted else _auc(m, "exact")
+        units = {int(m["seed"]): None if name in not_fitted else auc_of(m, "exact")
                  for name, m in runs.items()}
-        loss = {name: _auc(m, "loss") for name, m in runs.items()}
-        exact = {name: _auc(m, "exact") for name, m in runs.items()}
+        loss = {name: auc_of(m, "loss") for name, m in runs.items()}
+        exact = {name: auc_of(m, "exact") for name, m in runs.items()}
         numbers: dict[str, Any] = {
             "skipped": skipped, "not_interpolating": not_fitted,
             "auc_loss_by_run": loss,
-            "auc_ekfac_by_run": {name: _auc(m, "ekfac") for name, m in runs.items()},
-            "auc_grad_dot_by_run": {name: _auc(m, "grad_dot") for name, m in runs.items()},
+            "auc_ekfac_by_run": {name: auc_of(m, "ekfac") for name, m in runs.items()},
+            "auc_grad_dot_by_run": {name: auc_of(m, "grad_dot") for name, m in runs.items()},
             # reported, not claimed: does influence beat the loss ranking?
             "mean_exact_minus_loss": float(np.mean([exact[n] - loss[n] for n in runs]))
             if runs else None}
         out.append(decide_units(CLAIMS[f"self_influence_{kind}"],
                                 getattr(rules, f"self_influence_{kind}"), units, numbers))
-    if not done:
-        out.append(decide(CLAIMS["random"], None, {"reason": "no trained run",
-                                                   "skipped": skipped}))
-    else:
-        chance = {name: _auc(m, "random") for name, m in done.items()}
-        mean = float(np.mean(list(chance.values())))
-        out.append(decide(CLAIMS["random"], abs(mean - 0.5) <= 0.1,
-                          {"mean_auc_random": mean, "auc_random_by_run": chance}))
+    out.append(random_ranking_control(CLAIMS["random"], done, skipped))
     return out
 
 
-def summarize(config: MislabelConfig, metrics: Mapping[str, Mapping[str, Any]],
-              histories: Mapping[str, pa.Table]) -> Summary:
+def detection_table(metrics: Mapping[str, Mapping[str, Any]]) -> pa.Table:
+    """One row per run, method and fraction checked: the AUC and the fraction of flips found
+    (the figure's curves); shared with mislabel_mnist1d."""
     rows = []
     for run, m in sorted(metrics.items()):
         for method, values in m.get("methods", {}).items():
             for checked, found in zip(CHECKED, values["found"], strict=True):
                 rows.append({"run": run, "model": m["model"], "seed": m["seed"],
-                             "method": method, "auc": _auc(m, method),
+                             "method": method, "auc": auc_of(m, method),
                              "checked": checked, "found": float(found)})
     schema = pa.schema([("run", pa.string()), ("model", pa.string()), ("seed", pa.int64()),
                         ("method", pa.string()), ("auc", pa.float64()),
                         ("checked", pa.float64()), ("found", pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def summarize(config: MislabelConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
     data = {"study": NAME, "flip_fraction": config.data.flip_fraction,
             "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
     return Summary(data=data, claims=tuple(check_claims(metrics, config.claims)),
-                   table=pa.Table.from_pylist(rows, schema=schema))
+                   table=detection_table(metrics))

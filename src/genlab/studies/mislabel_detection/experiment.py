@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import torch
-from scipy.stats import rankdata
 
-from genlab.analyses.influence.exact import exact_self_influence, gradient_self_dot, loss_function
-from genlab.analyses.influence.kfac import kronfluence_self_influence
+from genlab.analyses.influence.detection import (
+    METHODS,
+    fraction_found,
+    roc_auc,
+    self_influence_rankings,
+)
+from genlab.analyses.influence.exact import loss_function
 from genlab.data.dataset import Dataset, corrupt_labels
 from genlab.data.logistic_teacher import logistic_teacher
 from genlab.models.registry import count_parameters, model_spec, state_tensors
-from genlab.seeding import torch_generator
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective
 from genlab.studies.binary import binary_objective
-from genlab.studies.mislabel_detection.settings import (
-    STUDY,
-    MislabelConfig,
-    SelfInfluenceSettings,
-)
+from genlab.studies.mislabel_detection.settings import STUDY, MislabelConfig
 from genlab.train.binary import (
     Problem,
     accuracy,
@@ -35,63 +33,12 @@ from genlab.train.binary import (
 from genlab.train.binary_settings import LOSS
 from genlab.train.full_batch import RegularisedObjective, fit, flat_parameters, load_flat
 
-METHODS = ("exact", "ekfac", "grad_dot", "loss", "random")
-CHECKED = tuple(round(0.05 * k, 2) for k in range(1, 21))  # fractions of the data inspected
 SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("method", pa.string()),
                           ("score", pa.float64()), ("flipped", pa.bool_())])
 
 
 def synthesize(config: MislabelConfig) -> Dataset:
     return logistic_teacher(config.data)
-
-
-def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """P(score of a random positive > score of a random negative), ties counted half (the
-    Mann-Whitney U statistic over n₊·n₋); NaN without both classes."""
-    positive = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    ranks = rankdata(np.asarray(scores, dtype=np.float64))
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def fraction_found(scores: np.ndarray, positive: np.ndarray,
-                   checked: tuple[float, ...] = CHECKED) -> list[float]:
-    """The fraction of positives among the top ⌈c·n⌉ scores, for each fraction c checked (ties
-    broken by index, stably)."""
-    positive = np.asarray(positive, dtype=bool)
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    found = np.cumsum(positive[order])
-    n, total = len(order), max(int(positive.sum()), 1)
-    return [float(found[max(math.ceil(c * n - 1e-9), 1) - 1] / total) for c in checked]
-
-
-def rankings(model: Any, problem: Any, l2: float, s: SelfInfluenceSettings, run: str = "",
-             ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """Every method's suspicion score per training point (higher = inspect first), and its
-    wall time. The random ranking is drawn per run, from the methods' seed and the run's name
-    (not its seed alone: logistic-s0 and mlp-s0 would share one draw of the chance baseline)."""
-
-    bce = loss_function(LOSS)
-    X, y = problem.X, problem.y
-    jobs = {
-        "exact": lambda: -exact_self_influence(model, bce, X, y, l2, chunk_size=s.chunk_size,
-                                               batch_size=s.chunk_size),
-        "ekfac": lambda: -kronfluence_self_influence(
-            model, LOSS, X, y, "ekfac", l2, fisher_samples=s.ekfac_fisher_samples, seed=s.seed,
-            batch_size=s.chunk_size),
-        "grad_dot": lambda: -gradient_self_dot(model, bce, X, y, chunk_size=s.chunk_size),
-        "loss": lambda: per_example_losses(model, X, y),
-        "random": lambda: torch.randn(len(X), generator=torch_generator(
-            s.seed, "mislabel", "random", run), dtype=torch.float64),
-    }
-    scores, seconds = {}, {}
-    for name, job in jobs.items():
-        start = time.perf_counter()
-        scores[name] = job().detach().to("cpu", torch.float64).numpy()
-        seconds[name] = time.perf_counter() - start
-    return scores, seconds
 
 
 def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: Any,
@@ -126,7 +73,8 @@ def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: A
     if not result.converged:  # influence functions describe an optimum
         return RunArtifacts(weights=state_tensors(model), model_spec=spec,
                             history=SCORE_SCHEMA.empty_table(), metrics=metrics)
-    scores, seconds = rankings(model, problem, l2, config.methods, run_name)
+    scores, seconds = self_influence_rankings(model, LOSS, problem.X, problem.y, l2,
+                                              config.methods, per_example_losses, run_name)
     metrics["seconds"] |= seconds
     metrics["methods"] = {name: {"auc": roc_auc(score, flipped),
                                  "found": fraction_found(score, flipped)}

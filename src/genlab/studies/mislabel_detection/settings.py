@@ -6,6 +6,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
+from genlab.analyses.attribution_settings import SelfInfluenceSettings
 from genlab.analyses.registry import AnalysesSettings
 from genlab.data.settings import LogisticTeacherSettings
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
@@ -15,15 +16,6 @@ from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, Logisti
 NAME = "mislabel_detection"
 CITATION = ("Koh & Liang. Understanding black-box predictions via influence functions. ICML 2017 "
             "(§5.4, fixing mislabeled examples).")
-
-
-class SelfInfluenceSettings(FrozenModel):
-    chunk_size: int = Field(256, ge=1, le=1_000_000, description="Examples per chunk of "
-                            "per-example gradients and solves.")
-    ekfac_fisher_samples: int = Field(1, ge=1, le=1000, description="Passes of sampled targets "
-                                      "for EK-FAC's Fisher estimate.")
-    seed: Seed = Field(0, description="Seed of EK-FAC's sampled targets and (with the run's "
-                       "name) of the random ranking.")
 
 
 class MislabelRun(FrozenModel):
