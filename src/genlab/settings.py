@@ -158,13 +158,15 @@ class TrainSettings(FrozenModel):
     """One training recipe: optimizer, loss, step-size schedule, step budget, evaluation cadence.
 
     ``gd`` is full-batch gradient descent (batch_size must be omitted); ``sgd`` has heavy-ball
-    momentum with torch.optim.SGD's semantics; ``adam`` is torch.optim.Adam (L2 weight decay).
+    momentum with torch.optim.SGD's semantics; ``adam`` is torch.optim.Adam (L2 weight decay);
+    ``layca`` is SGD whose step turns each layer's weights by a controlled angle and trains no
+    bias (:mod:`genlab.train.layca`; no weight decay: it keeps the norms).
     Losses: ``cross_entropy``; ``mse`` = ½‖f(x) − onehot(y)‖² per example for class labels (Cohen
     et al. 2021) and ½(f(x) − y)² for float regression targets; ``squared_margin`` =
     (1 − y f(x))² for a scalar-output binary model, y = ±1.
     """
 
-    optimizer: Literal["sgd", "gd", "adam"] = "sgd"
+    optimizer: Literal["sgd", "gd", "adam", "layca"] = "sgd"
     loss: Literal["cross_entropy", "mse", "squared_margin"] = "cross_entropy"
     lr: float = Field(gt=0, le=1e3)
     momentum: float = Field(0.0, ge=0, lt=1, description="SGD/GD heavy-ball momentum.")
@@ -172,10 +174,14 @@ class TrainSettings(FrozenModel):
     weight_decay: float = Field(0.0, ge=0, le=1e3)
     batch_size: int | None = Field(None, ge=1, le=10_000_000, description="Minibatch size "
                                    "(sgd, adam); omit for gd.")
-    schedule: Literal["constant", "step", "cosine"] = Field(
+    schedule: Literal["constant", "step", "multistep", "cosine"] = Field(
         "constant", description="step: multiply lr by step_gamma every step_every steps; "
-        "cosine: from lr to 0 over max_steps.")
+        "multistep: by step_gamma after each step listed in step_at; cosine: from lr to 0 over "
+        "max_steps.")
     step_every: int | None = Field(None, ge=1, le=100_000_000)
+    step_at: tuple[Annotated[int, Field(ge=1, le=100_000_000)], ...] | None = Field(
+        None, description="multistep: the steps after which lr is multiplied by step_gamma, "
+        "increasing.")
     step_gamma: float = Field(0.1, gt=0, le=1)
     max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
     eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations "
@@ -195,8 +201,13 @@ class TrainSettings(FrozenModel):
             raise ValueError(f"optimizer {self.optimizer!r} needs batch_size")
         if self.optimizer == "adam" and self.momentum:
             raise ValueError("momentum is for sgd/gd; Adam's is betas[0]")
+        if self.optimizer == "layca" and self.weight_decay:
+            raise ValueError("layca keeps each layer's norm: weight_decay must be 0")
         if self.schedule == "step" and self.step_every is None:
             raise ValueError("schedule 'step' needs step_every")
+        if self.schedule == "multistep" and (
+                not self.step_at or list(self.step_at) != sorted(set(self.step_at))):
+            raise ValueError("schedule 'multistep' needs step_at, increasing")
         if not all(0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be in [0, 1), got {self.betas}")
         return self

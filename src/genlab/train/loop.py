@@ -80,6 +80,10 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: str = "cr
 def make_optimizer(params, s: TrainSettings) -> torch.optim.Optimizer:
     if s.optimizer == "adam":
         return torch.optim.Adam(params, lr=s.lr, betas=s.betas, weight_decay=s.weight_decay)
+    if s.optimizer == "layca":
+        from genlab.train.layca import Layca
+
+        return Layca(params, lr=s.lr, momentum=s.momentum)
     return torch.optim.SGD(params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
 
 
@@ -87,6 +91,8 @@ def lr_factor(s: TrainSettings, step: int) -> float:
     """The schedule's multiplier of ``lr`` for the update that ends at ``step`` (1-based)."""
     if s.schedule == "step":
         return s.step_gamma ** ((step - 1) // s.step_every)
+    if s.schedule == "multistep":
+        return s.step_gamma ** sum(step > at for at in s.step_at)
     if s.schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * (step - 1) / s.max_steps))
     return 1.0
