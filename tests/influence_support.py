@@ -130,3 +130,9 @@ def assert_same_artifacts(again, first) -> None:
     assert without_times(again.metrics) == without_times(first.metrics)
     assert again.history.equals(first.history)
     assert all(torch.equal(again.weights[k], first.weights[k]) for k in first.weights)
+
+
+def train_every_run(spec, cfg) -> dict:
+    """Every run of a study's settings trained on its one dataset (the tiny end-to-end runs)."""
+    dataset = spec.synthesize(cfg)
+    return {name: spec.train_run(cfg, name, dataset, torch.device("cpu")) for name in cfg.runs}

@@ -10,7 +10,7 @@ import math
 import pyarrow as pa
 import pytest
 import torch
-from influence_support import assert_same_artifacts
+from influence_support import assert_same_artifacts, train_every_run
 from pydantic import ValidationError
 
 from genlab.analyses.influence.trak import margin
@@ -114,8 +114,7 @@ def test_unconverged_or_missing_runs_are_not_counted() -> None:
 @functools.cache
 def tiny():
     cfg = config()
-    dataset = SPEC.synthesize(cfg)
-    return cfg, {name: SPEC.train_run(cfg, name, dataset, CPU) for name in cfg.runs}
+    return cfg, train_every_run(SPEC, cfg)
 
 
 def test_tiny_runs_end_to_end() -> None:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from influence_support import assert_same_artifacts
+from influence_support import assert_same_artifacts, train_every_run
 from pydantic import ValidationError
 
 from genlab.analyses.influence.detection import CHECKED, METHODS, roc_auc
@@ -97,8 +97,7 @@ def test_claims_reproduce_fail_and_are_not_run() -> None:
 @functools.cache
 def tiny() -> tuple[MislabelMNIST1DConfig, dict]:
     cfg = config()
-    dataset = SPEC.synthesize(cfg)
-    return cfg, {name: SPEC.train_run(cfg, name, dataset, CPU) for name in cfg.runs}
+    return cfg, train_every_run(SPEC, cfg)
 
 
 def test_tiny_runs_end_to_end() -> None:
