@@ -10,10 +10,11 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from genlab.analyses.measures.norms import layer_rotations
 from genlab.io import dumps_json
 from genlab.settings import TrainSettings
 from genlab.studies.layer_rotation.claims import check_claims, seed_statistics, summarize
-from genlab.studies.layer_rotation.experiment import SPEC, cosine_distances, train_settings
+from genlab.studies.layer_rotation.experiment import SPEC, train_settings
 from genlab.studies.layer_rotation.figures import figures
 from genlab.studies.layer_rotation.settings import (
     LayerRotationConfig,
@@ -60,8 +61,16 @@ def test_layca_turns_each_kernel_by_its_rate_and_keeps_its_norm() -> None:
 
 def test_the_rotation_is_the_cosine_distance_per_layer() -> None:
     a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    assert cosine_distances([a, -a, torch.tensor([[0.0, 1.0], [1.0, 0.0]])],
-                            [a, a, a]) == pytest.approx([0.0, 2.0, 1.0])
+
+    def net(*weights: torch.Tensor) -> torch.nn.Sequential:
+        layers = [torch.nn.Linear(2, 2) for _ in weights]
+        with torch.no_grad():
+            for layer, w in zip(layers, weights, strict=True):
+                layer.weight.copy_(w)
+        return torch.nn.Sequential(*layers)
+
+    turned = net(a, -a, torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    assert layer_rotations(turned, net(a, a, a)).tolist() == pytest.approx([0.0, 2.0, 1.0])
 
 
 def test_the_schedule_decays_after_each_fraction() -> None:

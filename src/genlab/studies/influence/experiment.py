@@ -29,10 +29,9 @@ from genlab.studies.influence.settings import STUDY, InfluenceConfig
 from genlab.train.binary import (
     Problem,
     accuracy,
-    build,
+    fit_classifier,
     fit_settings_kwargs,
     margins,
-    model_settings,
     per_example_losses,
 )
 from genlab.train.binary_settings import LOSS
@@ -40,7 +39,6 @@ from genlab.train.full_batch import (
     NewtonSystem,
     RegularisedObjective,
     fit,
-    flat_parameters,
     load_flat,
 )
 
@@ -127,22 +125,17 @@ def train_run(config: InfluenceConfig, run_name: str, dataset: Dataset, device: 
     labels, flipped = corrupt_labels(dataset.train, config.data.flip_fraction)
     problem = Problem.from_dataset(dataset, labels, device)
     n, input_dim = len(labels), dataset.train.x.shape[1]
-    kind, settings, l2 = model_settings(run.model, config.logistic, config.mlp)
-    model = build(kind, settings, input_dim, run.seed, device)
-    theta0 = flat_parameters(model)
-    start = time.perf_counter()
-    full = fit(RegularisedObjective(model, loss_function(LOSS), problem.X, problem.y, l2), theta0,
-               **fit_settings_kwargs(config.fit))
-    load_flat(model, full.theta)
+    fitted = fit_classifier(run.model, config.logistic, config.mlp, config.fit, problem,
+                            loss_function(LOSS), run.seed, device)
+    model, kind, settings, l2 = fitted.model, fitted.kind, fitted.settings, fitted.l2
+    theta0, full = fitted.theta0, fitted.result
     test_losses = per_example_losses(model, problem.X_test, problem.y_test)
     metrics: dict[str, Any] = {
         "status": "converged" if full.converged else "not_converged",
         "model": run.model, "seed": run.seed, "l2": l2, "n_train": n,
         "n_test": len(problem.y_test), "n_parameters": count_parameters(model),
         "n_flipped": int(flipped.sum()),
-        "fit": {"grad_max": full.grad_max, "lbfgs_iterations": full.lbfgs_iterations,
-                "newton_steps": full.newton_steps},
-        "seconds": {"fit": time.perf_counter() - start},
+        "fit": fitted.record(), "seconds": {"fit": fitted.seconds},
         "train_loss": full.loss - 0.5 * l2 * float(full.theta.square().sum()),
         "train_acc": accuracy(model, problem.X, problem.y),
         "test_loss": float(test_losses.mean()),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import torch
 
@@ -24,7 +23,15 @@ from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.seeding import derive_seed
 from genlab.studies.base import RunArtifacts, StudySpec
 from genlab.studies.influence_mnist1d.settings import STUDY, InfluenceMNIST1DConfig
-from genlab.train.binary import build, fit_settings_kwargs, model_settings
+from genlab.train.binary import (
+    Problem,
+    accuracy,
+    build,
+    fit_classifier,
+    fit_settings_kwargs,
+    model_settings,
+    per_example_losses,
+)
 from genlab.train.full_batch import RegularisedObjective, fit, flat_parameters, load_flat
 
 LOSS = "cross_entropy"
@@ -37,11 +44,6 @@ LDS_SCHEMA = pa.schema([("test_id", pa.int64()), ("method", pa.string()),
 
 def synthesize(config: InfluenceMNIST1DConfig) -> Dataset:
     return mnist1d(config.data)
-
-
-@torch.no_grad()
-def accuracy(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    return float((model(X).argmax(dim=1) == y).to(torch.float64).mean())
 
 
 class _SubsetRetrainer:
@@ -95,30 +97,21 @@ class _SubsetRetrainer:
 def train_run(config: InfluenceMNIST1DConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
-
-    def tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(a)).to(device=device, dtype=dtype)
-
-    X, y = tensor(dataset.train.x, torch.float64), tensor(dataset.train.y, torch.int64)
-    X_test, y_test = tensor(dataset.test.x, torch.float64), tensor(dataset.test.y, torch.int64)
+    problem = Problem.from_dataset(dataset, dataset.train.y, device, multiclass=True)
+    X, y, X_test, y_test = problem.X, problem.y, problem.X_test, problem.y_test
     n, input_dim = len(y), X.shape[1]
-    kind, settings, l2 = model_settings(run.model, config.logistic, config.mlp)
-    model = build(kind, settings, input_dim, run.seed, device, outputs=dataset.n_classes)
-    start = time.perf_counter()
-    full = fit(RegularisedObjective(model, loss_function(LOSS), X, y, l2), flat_parameters(model),
-               **fit_settings_kwargs(config.fit))
-    load_flat(model, full.theta)
-    with torch.no_grad():
-        test_loss = float(torch.nn.functional.cross_entropy(model(X_test), y_test))
+    fitted = fit_classifier(run.model, config.logistic, config.mlp, config.fit, problem,
+                            loss_function(LOSS), run.seed, device, outputs=dataset.n_classes)
+    model, kind, settings, l2, full = (fitted.model, fitted.kind, fitted.settings, fitted.l2,
+                                       fitted.result)
     metrics: dict[str, Any] = {
         "status": "converged" if full.converged else "not_converged",
         "model": run.model, "seed": run.seed, "dataset": "mnist1d", "l2": l2, "n_train": n,
         "n_test": len(y_test), "n_parameters": count_parameters(model),
-        "fit": {"grad_max": full.grad_max, "lbfgs_iterations": full.lbfgs_iterations,
-                "newton_steps": full.newton_steps},
-        "seconds": {"fit": time.perf_counter() - start},
+        "fit": fitted.record(), "seconds": {"fit": fitted.seconds},
         "train_loss": full.loss - 0.5 * l2 * float(full.theta.square().sum()),
-        "train_acc": accuracy(model, X, y), "test_loss": test_loss,
+        "train_acc": accuracy(model, X, y),
+        "test_loss": float(per_example_losses(model, X_test, y_test).mean()),
         "test_acc": accuracy(model, X_test, y_test),
     }
     spec = model_spec(kind, settings, input_dim, dataset.n_classes)

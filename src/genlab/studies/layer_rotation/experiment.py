@@ -3,6 +3,7 @@ with every layer's rotation from its initialisation recorded over training."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 import torch
 from torch import nn
 
+from genlab.analyses.measures.norms import layer_rotations
 from genlab.data.dataset import Dataset
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
@@ -34,31 +36,19 @@ def train_settings(optimizer: str, lr: float, recipe: RotationRecipe) -> TrainSe
                          stop_at_train_acc=None)
 
 
-def layer_weights(model: nn.Module) -> list[torch.Tensor]:
-    """Each layer's kernel (every parameter with at least two dimensions), input first."""
-    return [p for p in model.parameters() if p.ndim >= 2]
-
-
-def cosine_distances(weights: Sequence[torch.Tensor],
-                     initial: Sequence[torch.Tensor]) -> list[float]:
-    """1 − cos(w_l, w_l⁰) for each layer l, the kernels flattened (the paper's layer rotation:
-    0 unmoved, 1 orthogonal to the initialisation, 2 reversed)."""
-    return [float(1.0 - torch.nn.functional.cosine_similarity(
-        w.detach().reshape(1, -1).double(), w0.reshape(1, -1).double()).squeeze())
-        for w, w0 in zip(weights, initial, strict=True)]
-
-
 def train_run(config: LayerRotationConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
     input_dim = dataset.train.x.shape[1]
     model = build_seeded_model("mlp", config.model, input_dim, dataset.n_classes, run.seed,
                                device)
-    initial = [w.detach().clone() for w in layer_weights(model)]
+    initial = copy.deepcopy(model)
 
     def rotations(net: nn.Module) -> dict[str, float]:
-        return {f"rotation_{k}": d for k, d in
-                enumerate(cosine_distances(layer_weights(net), initial))}
+        """Each layer's rotation, 1 − cos(w_l, w_l⁰) of its flattened kernel (the paper's: 0
+        unmoved, 1 orthogonal to the initialisation, 2 reversed)."""
+        return {f"rotation_{k}": float(d) for k, d in
+                enumerate(layer_rotations(net, initial))}
 
     def tensor(a: Any) -> torch.Tensor:
         return torch.from_numpy(a).to(device)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -22,16 +21,8 @@ from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective
 from genlab.studies.binary import binary_objective
 from genlab.studies.mislabel_detection.settings import STUDY, MislabelConfig
-from genlab.train.binary import (
-    Problem,
-    accuracy,
-    build,
-    fit_settings_kwargs,
-    model_settings,
-    per_example_losses,
-)
+from genlab.train.binary import Problem, accuracy, fit_classifier, per_example_losses
 from genlab.train.binary_settings import LOSS
-from genlab.train.full_batch import RegularisedObjective, fit, flat_parameters, load_flat
 
 SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("method", pa.string()),
                           ("score", pa.float64()), ("flipped", pa.bool_())])
@@ -47,22 +38,18 @@ def train_run(config: MislabelConfig, run_name: str, dataset: Dataset, device: A
     run = config.runs[run_name]
     labels, flipped = corrupt_labels(dataset.train, config.data.flip_fraction)
     problem = Problem.from_dataset(dataset, labels, device)
-    kind, settings, l2 = model_settings(run.model, config.logistic, config.mlp)
     input_dim = dataset.train.x.shape[1]
-    model = build(kind, settings, input_dim, run.seed, device)
-    start = time.perf_counter()
-    result = fit(RegularisedObjective(model, loss_function(LOSS), problem.X, problem.y, l2),
-                 flat_parameters(model), **fit_settings_kwargs(config.fit))
-    load_flat(model, result.theta)
+    fitted = fit_classifier(run.model, config.logistic, config.mlp, config.fit, problem,
+                            loss_function(LOSS), run.seed, device)
+    model, kind, settings, l2, result = (fitted.model, fitted.kind, fitted.settings, fitted.l2,
+                                         fitted.result)
     clean = problem.y.new_tensor(dataset.train.y.astype(np.float64))
     mask = torch.from_numpy(flipped).to(problem.X.device)
     metrics: dict[str, Any] = {
         "status": "converged" if result.converged else "not_converged",
         "model": run.model, "seed": run.seed, "l2": l2, "n_parameters": count_parameters(model),
         "n_train": len(labels), "n_flipped": int(flipped.sum()),
-        "fit": {"grad_max": result.grad_max, "lbfgs_iterations": result.lbfgs_iterations,
-                "newton_steps": result.newton_steps},
-        "seconds": {"fit": time.perf_counter() - start},
+        "fit": fitted.record(), "seconds": {"fit": fitted.seconds},
         "train_acc": accuracy(model, problem.X, problem.y),
         "train_acc_flipped": accuracy(model, problem.X[mask], problem.y[mask]),
         "train_acc_clean_labels": accuracy(model, problem.X, clean),

@@ -3,7 +3,6 @@ multiclass model fitted to them in float64, and every ranking."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -23,8 +22,7 @@ from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.seeding import derive_seed
 from genlab.studies.base import RunArtifacts, StudySpec
 from genlab.studies.mislabel_mnist1d.settings import STUDY, MislabelMNIST1DConfig
-from genlab.train.binary import build, fit_settings_kwargs, model_settings
-from genlab.train.full_batch import RegularisedObjective, fit, flat_parameters, load_flat
+from genlab.train.binary import Problem, accuracy, fit_classifier, per_example_losses
 
 LOSS = "cross_entropy"
 FLIPS = "mislabel_mnist1d-flips"  # the purpose of the flips' seed, under the run's seed
@@ -50,44 +48,26 @@ def flip_labels(y: np.ndarray, fraction: float, n_classes: int,
     return labels, flipped
 
 
-def per_example_losses(model: Any, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return torch.nn.functional.cross_entropy(model(X), y, reduction="none")
-
-
-def accuracy(model: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    with torch.no_grad():
-        return float((model(X).argmax(dim=1) == y).to(torch.float64).mean())
-
-
 def train_run(config: MislabelMNIST1DConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
     labels, flipped = flip_labels(dataset.train.y, config.flip_fraction, dataset.n_classes,
                                   derive_seed(run.seed, FLIPS) % 2**32)
-
-    def tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(a)).to(device=device, dtype=dtype)
-
-    X, y = tensor(dataset.train.x, torch.float64), tensor(labels, torch.int64)
-    clean = tensor(dataset.train.y, torch.int64)
-    X_test, y_test = tensor(dataset.test.x, torch.float64), tensor(dataset.test.y, torch.int64)
-    kind, settings, l2 = model_settings(run.model, config.logistic, config.mlp)
+    problem = Problem.from_dataset(dataset, labels, device, multiclass=True)
+    X, y, X_test, y_test = problem.X, problem.y, problem.X_test, problem.y_test
+    clean = y.new_tensor(dataset.train.y)
     input_dim = X.shape[1]
-    model = build(kind, settings, input_dim, run.seed, device, outputs=dataset.n_classes)
-    start = time.perf_counter()
-    result = fit(RegularisedObjective(model, loss_function(LOSS), X, y, l2),
-                 flat_parameters(model), **fit_settings_kwargs(config.fit))
-    load_flat(model, result.theta)
+    fitted = fit_classifier(run.model, config.logistic, config.mlp, config.fit, problem,
+                            loss_function(LOSS), run.seed, device, outputs=dataset.n_classes)
+    model, kind, settings, l2, result = (fitted.model, fitted.kind, fitted.settings, fitted.l2,
+                                         fitted.result)
     mask = torch.from_numpy(flipped).to(X.device)
     metrics: dict[str, Any] = {
         "status": "converged" if result.converged else "not_converged",
         "model": run.model, "seed": run.seed, "dataset": "mnist1d", "l2": l2,
         "n_parameters": count_parameters(model), "n_train": len(labels),
         "n_flipped": int(flipped.sum()),
-        "fit": {"grad_max": result.grad_max, "lbfgs_iterations": result.lbfgs_iterations,
-                "newton_steps": result.newton_steps},
-        "seconds": {"fit": time.perf_counter() - start},
+        "fit": fitted.record(), "seconds": {"fit": fitted.seconds},
         "train_acc": accuracy(model, X, y),
         "train_acc_flipped": accuracy(model, X[mask], y[mask]),
         "train_acc_clean_labels": accuracy(model, X, clean),
