@@ -4,12 +4,24 @@ t_interval`), so a figure never looks surer than the verdict beside it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from genlab.studies.intervals import t_interval
+
+
+def units_by_x(rows: Iterable[Mapping[str, Any]], x: str, y: str,
+               keep: Callable[[Mapping[str, Any]], bool], scale: float = 1.0
+               ) -> dict[float, list[float]]:
+    """The ``y`` values (times ``scale``) of the rows ``keep`` selects, grouped by their ``x``: a
+    long history table's curve of one condition, one unit (seed) per row at each x."""
+    out: dict[float, list[float]] = {}
+    for row in rows:
+        if keep(row):
+            out.setdefault(row[x], []).append(scale * row[y])
+    return out
 
 
 def mean_and_interval(units_by_x: Mapping[float, Sequence[float]]

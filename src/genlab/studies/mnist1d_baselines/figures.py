@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from genlab.claim_rules import Rule
-from genlab.report.bands import plot_mean_band
+from genlab.report.bands import plot_mean_band, units_by_x
 from genlab.studies.mnist1d_baselines.claims import MODELS, VARIANTS, condition
 
 if TYPE_CHECKING:
@@ -60,10 +60,8 @@ def figures(data: Mapping[str, Any], table: pa.Table) -> list[tuple[str, Figure]
     rows = table.to_pylist()
     for model in MODELS:
         for shuffled, style in zip(VARIANTS, ("-", "--"), strict=True):
-            by_step: dict[float, list[float]] = {}
-            for r in rows:
-                if r["model"] == model and bool(r["shuffle_seq"]) == shuffled:
-                    by_step.setdefault(r["step"], []).append(100.0 * r["test_acc"])
+            by_step = units_by_x(rows, "step", "test_acc", lambda r, m=model, v=shuffled: (
+                r["model"] == m and bool(r["shuffle_seq"]) == v), 100.0)
             plot_mean_band(curves, by_step, color=COLOURS[model], style=style,
                            label=condition(model, shuffled))
     curves.set_xlabel("Adam step")
