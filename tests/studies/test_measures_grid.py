@@ -505,3 +505,68 @@ def test_the_analyses_objective_is_the_loss_the_run_minimised(tmp_path) -> None:
         lambda: None)
     assert record["status"] == "done" and math.isfinite(record["lambda_max"])
     assert record["threshold"] == pytest.approx((2 + 2 * 0.9) / 0.2)
+
+
+# ------------------------------------------------------------------------- the CNN family
+
+CNN_RECIPE = {"activation": "relu", "momentum": 0.9, "max_steps": 400, "eval_every": 50,
+              "stop_at_train_loss": 0.5, "conv": {"kernel_size": 3, "stride": 2}}
+MNIST = {"num_samples": 400, "train_split": 0.25}
+
+
+def test_the_cnn_family_needs_its_conv_block_and_a_depth_that_fits() -> None:
+    runs = grid_runs("mnist1d_cnn", [2], [4], [0.1], [25], [0.0], [0])
+    data = {**DATA, "mnist1d_cnn": MNIST}
+    assert config(runs, data=data, recipe={**RECIPE, "mnist1d_cnn": CNN_RECIPE}).runs
+    no_conv = {k: v for k, v in CNN_RECIPE.items() if k != "conv"}
+    with pytest.raises(ValidationError, match="the CNN family needs the convolutions' shape"):
+        config(runs, data=data, recipe={**RECIPE, "mnist1d_cnn": no_conv})
+    with pytest.raises(ValidationError, match="only the CNN tasks"):
+        config(runs, data=data, recipe={**RECIPE, "mnist1d_cnn": CNN_RECIPE,
+                                        "teacher": {**TEACHER_RECIPE,
+                                                    "conv": CNN_RECIPE["conv"]}})
+    # no padding: 40 points become 19, 9, 4, 1, then nothing
+    unpadded = {**CNN_RECIPE, "conv": {"kernel_size": 3, "stride": 2, "padding": 0}}
+    four, five = (grid_runs("mnist1d_cnn", [d], [4], [0.1], [25], [0.0], [0]) for d in (4, 5))
+    assert config(four, data=data, recipe={**RECIPE, "mnist1d_cnn": unpadded}).runs
+    with pytest.raises(ValidationError, match="5 conv layers .* shrink a series of 40 points"):
+        config(five, data=data, recipe={**RECIPE, "mnist1d_cnn": unpadded})
+
+
+def test_the_cnn_family_trains_in_groups_as_alone_with_its_measures() -> None:
+    runs = grid_runs("mnist1d_cnn", [2], [8], [0.05, 0.1], [25], [0.0], [0])
+    cfg = config(runs, data={**DATA, "mnist1d_cnn": MNIST},
+                 recipe={**RECIPE, "mnist1d_cnn": CNN_RECIPE})
+    dataset = task_data(cfg, "mnist1d_cnn")
+    mlp_task = config(grid_runs("mnist1d", [1], [8], [0.1], [25], [0.0], [0]),
+                      data={**DATA, "mnist1d": MNIST},
+                      recipe={**RECIPE, "mnist1d": {k: v for k, v in CNN_RECIPE.items()
+                                                    if k != "conv"}})
+    assert np.array_equal(dataset.train.x, task_data(mlp_task, "mnist1d").train.x)
+    device = torch.device("cpu")
+    grouped = SPEC.train_group(cfg, list(runs), dataset, device)
+    for name, artifacts in grouped.items():
+        m = json.loads(dumps_json(artifacts.metrics))
+        assert artifacts.model_spec["kind"] == "conv1d", artifacts.model_spec
+        assert m["status"] == "fitted" and m["included"], m["exclusion"]
+        # the vectorised trainer (vmap for a CNN) sums in another order than the loop: the
+        # same run to float32 rounding, as train_classifier_ensemble documents
+        alone = SPEC.train_run(cfg, name, dataset, device).metrics
+        assert (alone["status"], alone["steps"], alone["fit_step"]) == (
+            m["status"], m["steps"], m["fit_step"])
+        assert alone["final_train_loss"] == pytest.approx(m["final_train_loss"], rel=1e-4)
+        for measure in ("prod_of_spec", "path_norm", "param_norm"):
+            assert alone["measures"][measure] == pytest.approx(m["measures"][measure], rel=1e-4)
+        # the norms and the path norm are defined on the CNN; the fully connected ones are not
+        assert m["measures"]["path_norm"] is not None and m["measures"]["path_norm"] > 0
+        assert m["measures"]["prod_of_spec"] is not None
+        undefined = {k for k, v in m["measures"].items() if v is None}
+        # the fully connected measures (α of Linear layers: the head alone is too small; the
+        # neural collapse of an MLP's last hidden layer), and the tiny run's stop above 0.1
+        assert undefined == {"alpha_mean", "alpha_weighted", "nc1", "nc2_equinorm",
+                             "nc2_max_angle", "nc3", "nc4", "steps_to_loss"}, m["measure_reasons"]
+        assert "never reached" in m["measure_reasons"]["steps_to_loss"]
+        assert all(m["measure_reasons"][k] for k in undefined)
+    summary = summarize(cfg, {n: json.loads(dumps_json(a.metrics)) for n, a in grouped.items()},
+                        {})
+    assert summary.data["tasks"] == ["mnist1d_cnn"]

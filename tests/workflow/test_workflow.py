@@ -88,14 +88,14 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
     # one entry per claim and condition (the ci preset runs eos_gd at two η, one σ_p, one
     # class spread, the MLP and CNN baselines alone on MNIST-1D: 4 table entries + 2, each
-    # measures_grid claim on two tasks, the layer-ID claims of the CNN alone and the
-    # double-descent claims of the MLP alone; the MNIST-1D influence and mislabel studies'
-    # comparisons per model)
+    # measures_grid claim on three tasks (the CNN family too), the layer-ID claims of the CNN
+    # alone and the double-descent claims of the MLP alone; the MNIST-1D influence and
+    # mislabel studies' comparisons per model)
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 2, "eos_gd": 8,
                                                    "sgd_stability": 3, "intrinsic_dim": 6,
                                                    "influence": 6, "mislabel_detection": 3,
-                                                   "measures_grid": 8, "neural_collapse": 4,
+                                                   "measures_grid": 12, "neural_collapse": 4,
                                                    "mnist1d_baselines": 6, "layer_id": 2,
                                                    "deep_double_descent": 2,
                                                    "influence_mnist1d": 5,

@@ -46,8 +46,9 @@ from genlab.analyses.measures.registry import (
     compute_measures,
 )
 from genlab.losses import loss_value
+from genlab.models.conv1d import Conv1DNet
 from genlab.models.mlp import MLP
-from genlab.settings import MLPSettings
+from genlab.settings import Conv1DSettings, MLPSettings
 
 mse = functools.partial(loss_value, "mse")
 cross_entropy = functools.partial(loss_value, "cross_entropy")
@@ -165,6 +166,42 @@ def test_path_norm_is_f_of_squared_weights_on_ones_and_ignores_the_activation() 
     tanh = _mlp((6, 5), "tanh", seed=4)
     tanh.load_state_dict(relu.state_dict())
     assert path_norm(tanh) == pytest.approx(reference, rel=1e-12)
+
+
+def _unrolled(conv: torch.nn.Conv1d, length: int) -> torch.Tensor:
+    """The dense matrix of a Conv1d without its bias on (C_in, length) inputs, flattened
+    channel-major as torch flattens: column j is the layer applied to the j-th basis input."""
+    basis = torch.eye(conv.in_channels * length, dtype=torch.float64).reshape(
+        -1, conv.in_channels, length)
+    weight = conv.weight.detach().double()
+    out = torch.nn.functional.conv1d(basis, weight, stride=conv.stride, padding=conv.padding)
+    return out.reshape(len(basis), -1).T
+
+
+def test_the_path_norm_of_a_cnn_is_that_of_its_unrolled_dense_network() -> None:
+    """A 1-D CNN is an MLP whose weight matrices are its unrolled convolutions (zeros where a
+    kernel does not reach, each bias repeated over positions): the path norm computed on the CNN
+    equals the linear recursion over those dense matrices, and is independent of the
+    activation."""
+    settings = Conv1DSettings(channels=(3, 4), kernel_sizes=(5, 3), stride=2, padding=1)
+    torch.manual_seed(0)
+    cnn = Conv1DNet(settings, input_dim=12, output_dim=3)
+    v, length = torch.ones(12, dtype=torch.float64), 12
+    for conv in (m for m in cnn.modules() if isinstance(m, torch.nn.Conv1d)):
+        dense = _unrolled(conv, length)
+        length = dense.shape[0] // conv.out_channels
+        bias = conv.bias.detach().double().repeat_interleave(length)
+        v = dense.square() @ v + bias.square()
+    v = cnn.head.weight.detach().double().square() @ v + cnn.head.bias.detach().double().square()
+    assert path_norm(cnn, (12,)) == pytest.approx(float(v.sum()), rel=1e-12)
+    tanh = Conv1DNet(settings.model_copy(update={"activation": "tanh"}), 12, 3)
+    tanh.load_state_dict(cnn.state_dict())
+    assert path_norm(tanh, (12,)) == pytest.approx(float(v.sum()), rel=1e-12)
+    with pytest.raises(ValueError, match="without one"):
+        path_norm(cnn)  # a CNN needs the input shape
+    pooled = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.MaxPool1d(2))
+    with pytest.raises(ValueError, match="MaxPool1d"):
+        path_norm(pooled, (1, 8))
 
 
 def test_layer_rotation_of_scaled_turned_and_flipped_layers() -> None:

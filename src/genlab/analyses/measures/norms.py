@@ -17,7 +17,8 @@ float64 on detached copies; the caller's model is left untouched.
   ReLU network is f_{w²}(𝟏) summed over outputs (every parameter squared, all-ones input). It
   depends only on the weights, not on the activation, so here it is computed by that linear
   recursion, v₀ = 𝟏, v_l = (W_l ∘ W_l) v_{l−1} + b_l ∘ b_l, Σ v_d: biases are paths that start
-  at a bias unit, as they are in f_{w²}(𝟏). Only for sequential fully connected models.
+  at a bias unit, as they are in f_{w²}(𝟏). For other networks of linear layers and
+  activations (a CNN) it is that network with squared parameters and no activations on 𝟏.
 - Layer rotation (Carbonnelle & De Vleeschouwer, ICML 2019 workshop / arXiv 1806.01603):
   1 − cos(w_l, w_l⁰) per layer, w_l the flattened weights of layer l.
 """
@@ -119,23 +120,54 @@ def linear_chain(model: nn.Module) -> list[nn.Linear] | None:
     return layers or None
 
 
-def path_norm(model: nn.Module) -> float:
+PATH_NORM_MODULES = (*LAYER_TYPES, *ACTIVATION_TYPES, nn.Identity, nn.Flatten, nn.Sequential)
+"""Modules a network may be built from for :func:`path_norm` with an input shape: linear maps
+(whose squared-weight versions carry the path sums) and elementwise activations."""
+
+
+def path_norm(model: nn.Module, input_shape: tuple[int, ...] | None = None) -> float:
     """Σ over input-to-output paths of Π w² (module docstring), by the recursion
     v ← (W∘W) v + b∘b from v = 𝟏.
 
+    A sequential fully connected model needs no ``input_shape``. Any other network built from
+    Linear/Conv layers and elementwise activations (a 1-D CNN) needs the shape of one input: the
+    recursion is then the network itself with every parameter squared and every activation
+    removed, applied to an all-ones input (a convolution's zero padding starts no path), whose
+    outputs are summed, f_{w²}(𝟏) as Jiang et al. compute it.
+
     Raises:
-        ValueError: For a model that is not a sequential fully connected one.
+        ValueError: For a model that is neither, or a network without ``input_shape``.
     """
     chain = linear_chain(model)
     if chain is None:
-        raise ValueError(f"the path norm is implemented for sequential fully connected models, "
-                         f"not {type(model).__name__}")
+        return _path_norm_of_network(model, input_shape)
     v = torch.ones(chain[0].in_features, dtype=torch.float64)
     for layer in chain:
         v = layer.weight.detach().to(torch.float64).square() @ v
         if layer.bias is not None:
             v = v + layer.bias.detach().to(torch.float64).square()
     return float(v.sum())
+
+
+def _path_norm_of_network(model: nn.Module, input_shape: tuple[int, ...] | None) -> float:
+    """f_{w²}(𝟏) summed over outputs for a network of linear layers and activations."""
+    import copy
+
+    others = sorted({type(m).__name__ for m in model.modules()
+                     if not isinstance(m, PATH_NORM_MODULES) and next(m.children(), None) is None})
+    if others or input_shape is None:
+        raise ValueError(f"the path norm is implemented for networks of Linear/Conv layers and "
+                         f"activations given an input shape, not {type(model).__name__}"
+                         + (f" (it has {', '.join(others)})" if others else " without one"))
+    squared = copy.deepcopy(model).to(torch.float64)
+    for name, module in list(squared.named_modules()):
+        if isinstance(module, ACTIVATION_TYPES):
+            parent = squared.get_submodule(name.rpartition(".")[0]) if "." in name else squared
+            setattr(parent, name.rpartition(".")[2], nn.Identity())
+    with torch.no_grad():
+        for p in squared.parameters():
+            p.copy_(p.square())
+        return float(squared.eval()(torch.ones(1, *input_shape, dtype=torch.float64)).sum())
 
 
 def layer_rotations(model: nn.Module, init_model: nn.Module) -> Tensor:

@@ -359,10 +359,10 @@ def param_norm(inputs: MeasureInputs) -> float:
 
 def _path_norm(inputs: MeasureInputs) -> float:
     def compute() -> float:
-        if linear_chain(inputs.model) is None:
-            raise Unavailable(f"the path norm needs a sequential fully connected model, not "
-                              f"{type(inputs.model).__name__}")
-        return path_norm(inputs.model)
+        try:
+            return path_norm(inputs.model, tuple(inputs.X_train.shape[1:]))
+        except ValueError as error:
+            raise Unavailable(str(error)) from error
 
     return inputs.cached("path-norm", compute)
 

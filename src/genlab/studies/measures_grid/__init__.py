@@ -9,8 +9,9 @@ within the groups where only hyperparameter i varies) and a conditional-mutual-i
 (the least information a measure carries about the gap once any one or two hyperparameters are
 known). :mod:`genlab.analyses.measures.ranking` has the three statistics.
 
-Setup (scaled down, notes/science.md section 6), on two tasks (the claims' conditions), each
-seed its own draw of the task and its own grid of models:
+Setup (scaled down, notes/science.md section 6), on two tasks in the default preset and three in
+the paper preset (the claims' conditions), each seed its own draw of the task and its own grid of
+models:
 
 - ``teacher``: a random tanh teacher labels Gaussian inputs; ReLU MLPs over depth × width ×
   learning rate × batch size × weight decay, SGD with momentum on the cross-entropy until the
@@ -19,6 +20,14 @@ seed its own draw of the task and its own grid of models:
   preset, the package's 4,000 / 1,000 in the paper preset), the same five axes, trained as the
   paper's protocol: until a training cross-entropy of ``recipe.mnist1d.stop_at_train_loss``
   (0.01), keeping the models at ``min_train_acc`` (99%) or above.
+- ``mnist1d_cnn`` (paper preset): the same MNIST-1D series and protocol with a family of 1-D
+  CNNs in place of the MLPs, Jiang et al.'s convolutional family scaled down: ``depth`` layers
+  of Conv1d(``width`` channels, kernel 3, stride 2, padding 1) -> ReLU, flattened into a Linear
+  head (MNIST-1D's ConvBase is depth 3, width 25), over the same five axes. The measures are
+  the same code: a convolution's kernel is reshaped to (out, in·k) for the norms, as Jiang et
+  al. do; the path norm is the network with squared weights on an all-ones input; measures
+  defined for fully connected models only (the heavy-tailed α of Linear layers, the neural
+  collapse of the last hidden layer) are NaN with their reason on the CNNs.
 
 A run that does not meet its stop within ``max_steps``, diverges or ends below
 ``min_train_acc`` is excluded from the ranking and counted, with its reason. Each run's measures
@@ -30,8 +39,9 @@ percentile bootstrap interval over models (``ranking_resamples``).
 
 Differences from Jiang et al. Two levels per axis in the default preset (three in the paper
 preset), ≥ 3 seeds per configuration; dropout and the optimizer are not varied (the vectorised
-trainer runs SGD without dropout); MLPs only (no CNN family yet); the teacher task stops at an
-accuracy, not a cross-entropy. The runs are trained in groups that share (depth, width, batch
+trainer runs SGD without dropout); the CNN family (paper preset only: its grid costs more than
+the default's CPU budget) is small plain CNNs, not Network-in-Network; the teacher task stops at
+an accuracy, not a cross-entropy. The runs are trained in groups that share (depth, width, batch
 size), the ensemble's constraint; within a group the learning rate, weight decay and seed vary
 per model.
 

@@ -28,7 +28,7 @@ from genlab.models.registry import (
     state_tensors,
 )
 from genlab.seeding import torch_generator
-from genlab.settings import MLPSettings, TrainSettings
+from genlab.settings import Conv1DSettings, MLPSettings, TrainSettings
 from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
 from genlab.studies.measures_grid.settings import (
     STUDY,
@@ -49,14 +49,23 @@ log = logging.getLogger(__name__)
 def synthesize(config: MeasuresGridConfig) -> Dataset:
     """One draw's data: the block's task (set from the runs' task by genlab.data.draws)."""
     settings = config.data.settings()
-    if config.data.task == "mnist1d":
+    if config.data.task in ("mnist1d", "mnist1d_cnn"):
         return mnist1d(settings)
     return teacher_student(settings)
 
 
-def model_settings(config: MeasuresGridConfig, run: MeasuresGridRun) -> MLPSettings:
-    return MLPSettings(hidden=(run.width,) * run.depth,
-                       activation=config.recipe_of(run).activation)
+def model_settings(config: MeasuresGridConfig, run: MeasuresGridRun
+                   ) -> tuple[str, MLPSettings | Conv1DSettings]:
+    """The run's model kind (genlab.models.registry) and settings: an MLP of ``depth`` hidden
+    layers of ``width`` units, or for the CNN family ``depth`` conv layers of ``width``
+    channels."""
+    recipe = config.recipe_of(run)
+    if recipe.conv is None:
+        return "mlp", MLPSettings(hidden=(run.width,) * run.depth, activation=recipe.activation)
+    return "conv1d", Conv1DSettings(channels=(run.width,) * run.depth,
+                                    kernel_sizes=(recipe.conv.kernel_size,) * run.depth,
+                                    stride=recipe.conv.stride, padding=recipe.conv.padding,
+                                    activation=recipe.activation)
 
 
 def train_settings(config: MeasuresGridConfig, run: MeasuresGridRun) -> TrainSettings:
@@ -120,12 +129,12 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
                result: Any, device: Any) -> RunArtifacts:
     final = result.final
     rows = [row.as_dict() for row in result.history]
-    mlp = model_settings(config, run)
+    kind, settings = model_settings(config, run)
     input_dim = dataset.train.x.shape[1]
     excluded = exclusion(config, run, result.status, final.train_acc)
     if excluded is None:
         t0 = time.perf_counter()
-        init = build_seeded_model("mlp", mlp, input_dim, dataset.n_classes, run.seed, device)
+        init = build_seeded_model(kind, settings, input_dim, dataset.n_classes, run.seed, device)
         history = {"step": [r["step"] for r in rows], "train_loss": [r["train_loss"] for r in rows]}
         was_training = model.training
         values, reasons = run_measures(model, init, dataset, history,
@@ -145,7 +154,7 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
         "gap": final.train_acc - final.test_acc,
         "measures": values, "measure_reasons": reasons,
     }
-    spec = model_spec("mlp", mlp, input_dim, dataset.n_classes)
+    spec = model_spec(kind, settings, input_dim, dataset.n_classes)
     return RunArtifacts(weights=state_tensors(model), model_spec=spec,
                         history=pa.Table.from_pylist(rows), metrics=metrics)
 
@@ -158,7 +167,7 @@ def _tensors(dataset: Dataset, device: Any) -> tuple[Any, Any, Any, Any]:
 def train_run(config: MeasuresGridConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
-    model = build_seeded_model("mlp", model_settings(config, run), dataset.train.x.shape[1],
+    model = build_seeded_model(*model_settings(config, run), dataset.train.x.shape[1],
                                dataset.n_classes, run.seed, device)
     result = train_classifier(model, *_tensors(dataset, device), train_settings(config, run),
                               torch_generator(run.seed, "batches", device=device.type),
@@ -186,9 +195,8 @@ def train_group(config: MeasuresGridConfig, run_names: Sequence[str], dataset: D
             {name: config.runs[name] for name in run_names}).items():
         t0 = time.perf_counter()
         runs = [config.runs[name] for name in names]
-        models = [build_seeded_model("mlp", model_settings(config, run),
-                                     dataset.train.x.shape[1], dataset.n_classes, run.seed,
-                                     device) for run in runs]
+        models = [build_seeded_model(*model_settings(config, run), dataset.train.x.shape[1],
+                                     dataset.n_classes, run.seed, device) for run in runs]
         results = train_classifier_ensemble(
             models, *tensors, [train_settings(config, run) for run in runs],
             [torch_generator(run.seed, "batches", device=device.type) for run in runs])

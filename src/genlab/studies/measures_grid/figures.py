@@ -16,7 +16,7 @@ from genlab.studies.measures_grid.claims import measure_value
 TOP_SCATTER = 4
 
 
-TASK_LABEL = {"teacher": "teacher task", "mnist1d": "MNIST-1D"}
+TASK_LABEL = {"teacher": "teacher task", "mnist1d": "MNIST-1D", "mnist1d_cnn": "MNIST-1D, CNNs"}
 
 
 def _defined(value: Any) -> bool:

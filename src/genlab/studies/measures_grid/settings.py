@@ -17,12 +17,16 @@ CITATION = ("Jiang, Neyshabur, Mobahi, Krishnan, Bengio. Fantastic generalizatio
             "where to find them. ICLR 2020.")
 
 
-Task = Literal["teacher", "mnist1d"]
-TASKS: tuple[Task, ...] = ("teacher", "mnist1d")
-"""The grid's conditions, each its own data and recipe: a random teacher's labels (the small
-synthetic task) and MNIST-1D (real benchmark data, Greydanus 2020)."""
+Task = Literal["teacher", "mnist1d", "mnist1d_cnn"]
+TASKS: tuple[Task, ...] = ("teacher", "mnist1d", "mnist1d_cnn")
+"""The grid's conditions, each its own data, model family and recipe: MLPs on a random
+teacher's labels (the small synthetic task) and on MNIST-1D (real benchmark data, Greydanus
+2020), and 1-D CNNs on MNIST-1D (Jiang et al.'s second kind of family: convolutions)."""
 TASK_SETTINGS: dict[str, type[FrozenModel]] = {"teacher": TeacherStudentSettings,
-                                                "mnist1d": MNIST1DSettings}
+                                                "mnist1d": MNIST1DSettings,
+                                                "mnist1d_cnn": MNIST1DSettings}
+CNN_TASKS = frozenset({"mnist1d_cnn"})
+"""The tasks whose models are CNNs (depth conv layers of width channels; the rest are MLPs)."""
 
 
 TeacherTask = seedless(TeacherStudentSettings)
@@ -40,6 +44,10 @@ class GridData(TaskData):
         "(TeacherStudentSettings without seed); classification with the teacher's inputs.")
     mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
         None, description="MNIST-1D (MNIST1DSettings without seed).")
+    mnist1d_cnn: MNIST1DTask | None = Field(  # type: ignore[valid-type]
+        None, description="MNIST-1D for the CNN family (MNIST1DSettings without seed); with the "
+        "same settings as mnist1d a seed's draw holds the same series (a draw's seed depends on "
+        "the run's seed alone).")
 
     @model_validator(mode="after")
     def _classifier_teacher(self) -> Self:
@@ -62,9 +70,10 @@ WeightDecay = Annotated[float, Field(ge=0, le=1e3)]
 class MeasuresGridRun(FrozenModel):
     """One point of the grid, its task and a seed."""
 
-    task: Task = Field(description="The data condition: 'teacher' or 'mnist1d'.")
-    depth: Depth = Field(description="Hidden layers.")
-    width: Width = Field(description="Units per hidden layer.")
+    task: Task = Field(description="The condition: 'teacher', 'mnist1d' (MLPs) or "
+                       "'mnist1d_cnn' (CNNs).")
+    depth: Depth = Field(description="Hidden layers (CNN: convolution layers).")
+    width: Width = Field(description="Units per hidden layer (CNN: channels per layer).")
     lr: LearningRate = Field(description="SGD step size.")
     batch_size: BatchSize
     weight_decay: WeightDecay = Field(description="L2 coefficient in SGD's update.")
@@ -98,10 +107,30 @@ class GridAxes(FrozenModel):
         return {run_id(run): run for run in runs}
 
 
+class ConvShape(FrozenModel):
+    """Every convolution layer of the CNN family: Conv1d(kernel_size, stride, zero padding) ->
+    activation, the last flattened into a Linear head (:class:`genlab.models.conv1d.Conv1DNet`,
+    MNIST-1D's ConvBase with width 25, depth 3 and kernel 5 in the first layer)."""
+
+    kernel_size: int = Field(3, ge=1, le=255)
+    stride: int = Field(2, ge=1, le=64)
+    padding: int = Field(1, ge=0, le=255)
+
+    def output_length(self, length: int, depth: int) -> int:
+        """Positions left of a series of ``length`` after ``depth`` layers (torch's formula)."""
+        for _ in range(depth):
+            length = (length + 2 * self.padding - self.kernel_size) // self.stride + 1
+        return length
+
+
 class GridRecipe(FrozenModel):
-    """What every run shares: the activation, the optimizer's momentum, the budget and the stop."""
+    """What every run shares: the activation, the optimizer's momentum, the budget and the stop,
+    and for the CNN family the convolutions' shape."""
 
     activation: Literal["relu", "tanh", "gelu"] = "relu"
+    conv: ConvShape | None = Field(None, description="The CNN family's layer shape: required "
+                                   "for the CNN tasks (mnist1d_cnn), not allowed for the MLP "
+                                   "ones.")
     momentum: float = Field(ge=0, lt=1, description="SGD heavy-ball momentum.")
     max_steps: int = Field(ge=1, le=100_000_000, description="Step budget; a run that has not "
                            "reached stop_at_train_acc by then is excluded from the ranking.")
@@ -130,6 +159,7 @@ class GridRecipes(FrozenModel):
 
     teacher: GridRecipe | None = None
     mnist1d: GridRecipe | None = None
+    mnist1d_cnn: GridRecipe | None = None
 
 
 class MeasuresBlock(FrozenModel):
@@ -220,6 +250,24 @@ class MeasuresGridConfig(FrozenModel):
             for block in ("data", "recipe"):
                 if getattr(getattr(self, block), task) is None:
                     raise ValueError(f"runs of task {task!r} need {block}.{task}")
+        for task in TASKS:
+            recipe = getattr(self.recipe, task)
+            if recipe is None:
+                continue
+            if (task in CNN_TASKS) != (recipe.conv is not None):
+                raise ValueError(f"recipe.{task}.conv: " + (
+                    "the CNN family needs the convolutions' shape" if task in CNN_TASKS
+                    else "only the CNN tasks (mnist1d_cnn) take a conv block"))
+        for key, run in self.runs.items():
+            conv = self.recipe_of(run).conv
+            if conv is None:
+                continue
+            length = self.data.settings(run.task).final_seq_length
+            if conv.output_length(length, run.depth) < 1:
+                raise ValueError(f"runs.{key}: {run.depth} conv layers (kernel "
+                                 f"{conv.kernel_size}, stride {conv.stride}, padding "
+                                 f"{conv.padding}) shrink a series of {length} points to "
+                                 "nothing: fewer layers, or a smaller stride")
         return self
 
     def recipe_of(self, run: MeasuresGridRun) -> GridRecipe:
