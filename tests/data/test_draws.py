@@ -130,15 +130,17 @@ def test_the_dvc_gate_stops_when_dvc_yaml_was_written_for_other_seeds(tmp_path, 
 
 
 def test_draws_of_different_widths_share_a_seed_folder(tmp_path) -> None:
-    """measures_grid's two tasks draw a 5-dimensional teacher task and 40-point MNIST-1D series
-    from one seed: the folder holds both, and each run reads back exactly its generator's."""
+    """measures_grid's tasks draw a 5-dimensional teacher task and 40-point MNIST-1D series (for
+    the MLPs and the CNNs) from one seed: the folder holds all, and each run reads back exactly
+    its generator's."""
     raw = yaml.safe_load(ci_params_text())
     study = raw["studies"]["measures_grid"]
     study["data"]["teacher"].update(n_train=30, n_test=20, input_dim=5)
-    study["data"]["mnist1d"].update(num_samples=100, train_split=0.5)
+    for task in ("mnist1d", "mnist1d_cnn"):
+        study["data"][task].update(num_samples=100, train_split=0.5)
     for axes in study["grid"].values():  # one run of each task
         axes.update(lr=axes["lr"][-1:], batch_size=[32], weight_decay=[0.0], seed=[0])
-    assert set(study["grid"]) == {"teacher", "mnist1d"}
+    assert set(study["grid"]) == {"teacher", "mnist1d", "mnist1d_cnn"}
     raw["studies"] = {"measures_grid": study}
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(raw))

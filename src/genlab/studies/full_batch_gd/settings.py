@@ -7,7 +7,14 @@ from typing import ClassVar, Self
 from pydantic import Field, model_validator
 
 from genlab.data.settings import MNIST1DSettings
-from genlab.settings import ClaimRule, Conv1DSettings, FrozenModel, Seed, Slug
+from genlab.settings import (
+    ClaimRule,
+    Conv1DSettings,
+    FieldValueError,
+    FrozenModel,
+    Seed,
+    Slug,
+)
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 from genlab.train.penalised_gd_settings import PenalisedGDRecipe
 
@@ -68,14 +75,14 @@ class FullBatchConfig(FrozenModel):
     def _recipes_exist(self) -> Self:
         for name, run in self.runs.items():
             if run.recipe not in self.recipes:
-                raise ValueError(f"runs.{name}.recipe {run.recipe!r} is not one of recipes: "
-                                 f"{sorted(self.recipes)}")
+                raise FieldValueError(("runs", name, "recipe"), run.recipe,
+                                      f"not one of recipes: {sorted(self.recipes)}")
         roles = {"sgd": self.compare.sgd, "plain": self.compare.plain,
                  "penalised": self.compare.penalised}
         for role, name in roles.items():
             if name not in self.recipes:
-                raise ValueError(f"compare.{role} {name!r} is not one of recipes: "
-                                 f"{sorted(self.recipes)}")
+                raise FieldValueError(("compare", role), name,
+                                      f"not one of recipes: {sorted(self.recipes)}")
         sgd, plain, penalised = (self.recipes[n] for n in roles.values())
         if not sgd.stochastic:
             raise ValueError(f"compare.sgd: recipe {self.compare.sgd!r} must be stochastic")
