@@ -119,6 +119,15 @@ def decide_units(claim: Claim, rule: Rule | str, units: Mapping[Any, float | Non
                          condition=condition)
 
 
+def paired_differences(a: Mapping[Any, float | None], b: Mapping[Any, float | None]
+                       ) -> dict[Any, float | None]:
+    """Per unit present in both (a seed, on common random numbers), ``a`` minus ``b``; None
+    where either is None (a run that diverged or was left out). The units of
+    :func:`decide_units`."""
+    return {unit: None if a[unit] is None or b[unit] is None else a[unit] - b[unit]
+            for unit in sorted(set(a) & set(b))}
+
+
 _CONTROL_STATUS: dict[str, ClaimStatus] = {"reproduced": "passed", "not_reproduced": "failed"}
 
 

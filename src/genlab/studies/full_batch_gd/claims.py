@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
-from genlab.studies.claims import decide_units, declare
+from genlab.studies.claims import decide_units, declare, paired_differences
 from genlab.studies.full_batch_gd.settings import CITATION, NAME, FullBatchConfig
 from genlab.studies.intervals import mean_interval
 
@@ -51,14 +51,6 @@ def left_out(metrics: Mapping[str, Mapping[str, Any]], min_train_acc: float) -> 
     return sorted(n for n, m in metrics.items() if not fitted(m, min_train_acc))
 
 
-def difference(acc: Mapping[str, Mapping[int, float | None]], a: str, b: str
-               ) -> dict[int, float | None]:
-    """Per seed that ran both recipes, accuracy of ``a`` minus that of ``b`` (points)."""
-    left, right = acc.get(a, {}), acc.get(b, {})
-    return {seed: None if left[seed] is None or right[seed] is None else left[seed] - right[seed]
-            for seed in sorted(set(left) & set(right))}
-
-
 def check_claims(config: FullBatchConfig, metrics: Mapping[str, Mapping[str, Any]]
                  ) -> list[ClaimResult]:
     acc = accuracies(metrics, config.min_train_acc)
@@ -72,7 +64,8 @@ def check_claims(config: FullBatchConfig, metrics: Mapping[str, Mapping[str, Any
                                       for r, seeds in acc.items()},
                "final_train_acc_by_run": {n: m["final_train_acc"]
                                           for n, m in sorted(metrics.items())}}
-    return [decide_units(CLAIMS[key], getattr(config.claims, key), difference(acc, a, b),
+    return [decide_units(CLAIMS[key], getattr(config.claims, key),
+                         paired_differences(acc.get(a, {}), acc.get(b, {})),
                          {**numbers, "minuend": a, "subtrahend": b})
             for key, (a, b) in pairs.items()]
 

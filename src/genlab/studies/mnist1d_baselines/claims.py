@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
-from genlab.studies.claims import decide_units, declare
+from genlab.studies.claims import decide_units, declare, paired_differences
 from genlab.studies.intervals import mean_interval
 from genlab.studies.mnist1d_baselines.settings import (
     CITATION,
@@ -76,14 +76,6 @@ def accuracy_estimates(acc: Mapping[tuple[str, bool], Mapping[int, float | None]
     return out
 
 
-def _difference(acc: Mapping[tuple[str, bool], Mapping[int, float | None]],
-                shuffled: bool) -> dict[int, float | None]:
-    """Per seed present for both, CNN minus MLP accuracy (points) on the same draw."""
-    cnn, mlp = acc.get(("cnn", shuffled), {}), acc.get(("mlp", shuffled), {})
-    return {seed: None if cnn[seed] is None or mlp[seed] is None else cnn[seed] - mlp[seed]
-            for seed in sorted(set(cnn) & set(mlp))}
-
-
 def check_claims(metrics: Mapping[str, Mapping[str, Any]],
                  rules: BaselineClaims) -> list[ClaimResult]:
     acc = accuracies(metrics)
@@ -102,7 +94,8 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
     for key, shuffled in (("cnn_over_mlp", False), ("cnn_over_mlp_shuffled", True)):
         if ("cnn", shuffled) in acc or ("mlp", shuffled) in acc:
             claims.append(decide_units(
-                CLAIMS[key], getattr(rules, key), _difference(acc, shuffled),
+                CLAIMS[key], getattr(rules, key),
+                paired_differences(acc.get(("cnn", shuffled), {}), acc.get(("mlp", shuffled), {})),
                 {f"{model}_test_acc": {str(s): a for s, a in acc.get((model, shuffled),
                                                                        {}).items()}
                  for model in ("cnn", "mlp")},
