@@ -32,8 +32,9 @@ from genlab.config import ParamsError, format_key_path, parse_yaml, validate_par
 PRESETS_DIR = Path("workflow/presets")
 """Where the presets' override files live, relative to the project root."""
 BASE = Path("params.yaml")
-REPLACED = frozenset({"runs", "grid"})
-"""A mapping under these keys replaces the base's whole: a preset's runs are its own."""
+REPLACED = frozenset({"runs", "grid", "regimes"})
+"""A mapping under these keys replaces the base's whole: a preset's runs are its own, and so are
+the regimes it compares (repetition: a paper-scale sweep of data budgets the default omits)."""
 GENERATED = "# GENERATED from params.yaml + workflow/presets/{name}.yaml by `genlab preset {name}`"
 HEADER = (GENERATED + "\n"
           "# (`--out FILE` writes it): edit those two files, not this one, and regenerate.\n"

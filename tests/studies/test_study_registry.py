@@ -20,7 +20,8 @@ SETTINGS_MAY_IMPORT = ("__future__", "typing", "collections", "itertools", "math
                        "genlab.settings", "genlab.analyses.settings", "genlab.analyses.registry",
                        "genlab.analyses.attribution_settings",
                        "genlab.data.settings", "genlab.studies.entry",
-                       "genlab.train.binary_settings", "genlab.train.penalised_gd_settings")
+                       "genlab.train.binary_settings", "genlab.train.penalised_gd_settings",
+                       "genlab.train.repetition_settings")
 
 
 def imports(path: Path) -> list[str]:
@@ -76,6 +77,7 @@ def test_the_experiment_imports_neither_claims_nor_figures(name: str) -> None:
 def test_shared_settings_import_no_code() -> None:
     root = PACKAGE.parent
     for path in (root / "train/binary_settings.py", root / "train/penalised_gd_settings.py",
+                 root / "train/repetition_settings.py",
                  root / "data/settings.py",
                  root / "analyses/settings.py", root / "analyses/registry.py",
                  root / "analyses/attribution_settings.py",

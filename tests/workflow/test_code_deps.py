@@ -82,7 +82,7 @@ def test_settings_import_no_study_code(stages) -> None:
     for path in code:
         # draws.py: the seeds of the runs, which name the synthesize stages (no numpy)
         assert Path(path).name in ("__init__.py", "settings.py", "binary_settings.py",
-                                   "penalised_gd_settings.py",
+                                   "penalised_gd_settings.py", "repetition_settings.py",
                                    "attribution_settings.py", "entry.py", "registry.py",
                                    "draws.py"), path
     assert "src/genlab/analyses/registry.py" in gate  # the analyses' names, not their code

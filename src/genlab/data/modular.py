@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from genlab.data.dataset import Dataset, Split, corruption_draws
-from genlab.data.settings import ModularSettings, Operation, train_size
+from genlab.data.settings import ModularSamplesSettings, ModularSettings, Operation, train_size
 from genlab.seeding import numpy_rng
 
 
@@ -83,3 +83,57 @@ def modular(settings: ModularSettings) -> Dataset:
         n_classes=s.modulus,
         info=info,
     )
+
+
+def distinct_pairs(rng: np.random.Generator, n_range: int, n: int,
+                   exclude: np.ndarray | None = None) -> np.ndarray:
+    """``n`` distinct pair codes ``a * n_range + b`` drawn uniformly, none of them in
+    ``exclude``, in the order drawn (so the first k of them are k distinct uniform pairs)."""
+    space = n_range * n_range
+    codes = np.empty(0, dtype=np.int64)
+    while len(codes) < n:
+        # draw a batch, keep first occurrences not seen before, in draw order
+        batch = rng.integers(0, space, size=2 * (n - len(codes)) + 16, dtype=np.int64)
+        merged = np.concatenate([codes, batch])
+        _, first = np.unique(merged, return_index=True)
+        keep = np.zeros(len(merged), dtype=bool)
+        keep[first] = True
+        if exclude is not None:
+            keep &= ~np.isin(merged, exclude)
+        codes = merged[keep]  # boolean indexing keeps the draw order
+    return codes[:n]
+
+
+def modular_samples(settings: ModularSamplesSettings) -> Dataset:
+    """Operand pairs from a space too large to enumerate, as Charton & Kempe's tasks.
+
+    The test set is ``n_test`` distinct uniform pairs; the training split is a stream of
+    ``n_train`` further distinct pairs, in the order drawn, none of them a test pair. A run that
+    trains on k examples takes the stream's first k, so data budgets are nested in k, and a run
+    that reads each example once sees no pair twice.
+
+    Returns:
+        x = (a, b) token ids as float32 (n, 2), y = (a op b) mod q as int64, ``n_classes = q``.
+    """
+    s = settings
+    rng = numpy_rng(s.seed, "modular-samples")
+    test = distinct_pairs(rng, s.operand_range, s.n_test)
+    train = distinct_pairs(rng, s.operand_range, s.n_train, exclude=test)
+
+    def split(codes: np.ndarray) -> Split:
+        a, b = np.divmod(codes, s.operand_range)
+        label = (a + b) % s.modulus if s.operation == "add" else (a * b) % s.modulus
+        return Split(np.stack([a, b], axis=1).astype(np.float32), label.astype(np.int64))
+
+    info = {
+        "generator": "modular_samples",
+        "n_classes": s.modulus,
+        "input_dim": 2,
+        "input_encoding": "tokens",
+        "vocab_size": s.operand_range,
+        "operand_range": s.operand_range,
+        "modulus": s.modulus,
+        "operation": s.operation,
+        "n_pairs": s.operand_range ** 2,
+    }
+    return Dataset(train=split(train), test=split(test), n_classes=s.modulus, info=info)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, ValidationError, create_model, model_validator
 
-from genlab.settings import FrozenModel, Seed
+from genlab.settings import FieldValueError, FrozenModel, Seed
 
 
 class DigitsSettings(FrozenModel):
@@ -156,6 +156,32 @@ class ModularSettings(FrozenModel):
         if not 1 <= n_train <= n_pairs - 1:
             raise ValueError(f"train_fraction {self.train_fraction} of {n_pairs} pairs gives "
                              f"{n_train} training pairs; both splits need at least one")
+        return self
+
+
+class ModularSamplesSettings(FrozenModel):
+    """Operands a, b drawn from [0, operand_range), labelled (a op b) mod q: a stream of distinct
+    training pairs and a held-out test set (Charton & Kempe 2024's modular multiplication)."""
+
+    operand_range: int = Field(ge=2, le=1_000_000, description="N: operands lie in [0, N); each "
+                               "is one token, so N is the model's vocabulary.")
+    modulus: int = Field(ge=2, le=10_000, description="q: the label is (a op b) mod q, so q is "
+                         "the number of classes.")
+    operation: Literal["add", "mul"] = Field(description="add or mul.")
+    n_train: int = Field(ge=1, le=100_000_000, description="Length of the stream of distinct "
+                         "training pairs (a run uses a prefix of it).")
+    n_test: int = Field(ge=1, le=1_000_000, description="Distinct test pairs, never in the "
+                        "training stream.")
+    seed: Seed = Field(description="Seed of the test pairs and the training stream.")
+
+    @model_validator(mode="after")
+    def _room(self) -> Self:
+        n_pairs = self.operand_range ** 2
+        # distinct pairs are drawn by rejection: leave room so that it ends quickly
+        if self.n_train + self.n_test > 0.9 * n_pairs:
+            raise FieldValueError("n_train", self.n_train,
+                                  f"n_train + n_test must be at most 90% of the "
+                                  f"{n_pairs} pairs operand_range^2")
         return self
 
 

@@ -11,37 +11,14 @@ curvature analyses need eval-mode outputs that depend on the parameters alone.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
-from pydantic import Field, model_validator
 from torch import nn
 from torch._C._functorch import is_functorch_wrapped_tensor
 from torch.nn import functional as F
 
 from genlab.models.mlp import ACTIVATIONS
-from genlab.settings import FrozenModel
-
-
-class TransformerSettings(FrozenModel):
-    """A causal transformer; the sequence length and the number of classes come from the data."""
-
-    vocab_size: int = Field(ge=1, le=1_000_000, description="Token ids lie in [0, vocab_size).")
-    max_len: int = Field(ge=1, le=65_536, description="Longest sequence (positional embeddings).")
-    d_model: int = Field(128, ge=1, le=65_536, description="Residual stream width.")
-    n_heads: int = Field(4, ge=1, le=1024, description="Attention heads; must divide d_model.")
-    n_layers: int = Field(1, ge=1, le=256)
-    d_mlp: int = Field(512, ge=1, le=262_144, description="Hidden width of each block's MLP.")
-    activation: Literal["relu", "tanh", "gelu"] = "relu"
-    layer_norm: bool = Field(True, description="Pre-LN blocks and a final LayerNorm; false "
-                             "replaces every LayerNorm by the identity.")
-    bias: bool = Field(True, description="Biases in the Linear and LayerNorm layers.")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> TransformerSettings:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
-        return self
+from genlab.settings import TransformerSettings
 
 
 def _norm(settings: TransformerSettings) -> nn.Module:
