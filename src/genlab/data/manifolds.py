@@ -53,18 +53,29 @@ def _latents(s: ManifoldSettings, split: str, n: int) -> np.ndarray:
     rng = numpy_rng(s.seed, f"{split}-latents")
     if s.latent == "gaussian":
         return rng.standard_normal((n, s.intrinsic_dim))
+    return latent_cube(rng, n, s.intrinsic_dim)
+
+
+def orthonormal_basis(rng: np.random.Generator, ambient_dim: int, intrinsic_dim: int
+                      ) -> np.ndarray:
+    """Q, ``(D, d)`` with orthonormal columns whose span is uniform on the Grassmannian: the Q
+    factor of a Gaussian matrix drawn from ``rng``."""
+    q, r = np.linalg.qr(rng.standard_normal((ambient_dim, intrinsic_dim)))
+    # QR's sign convention is LAPACK's choice; fixing diag(R) > 0 makes Q a well-defined function
+    # of the Gaussian draw (and Haar-distributed).
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def latent_cube(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    """``n`` points uniform on [-sqrt(3), sqrt(3)]^dim: unit variance per coordinate."""
     half_width = math.sqrt(3.0)  # U(-a, a) has variance a^2 / 3
-    return rng.uniform(-half_width, half_width, (n, s.intrinsic_dim))
+    return rng.uniform(-half_width, half_width, (n, dim))
 
 
 def draw_manifold(settings: ManifoldSettings) -> ManifoldDraw:
     """The embedding, the teacher and the latents, each from its own stream."""
     s = settings
-    gaussian = numpy_rng(s.seed, "embedding").standard_normal((s.ambient_dim, s.intrinsic_dim))
-    q, r = np.linalg.qr(gaussian)
-    # QR's sign convention is LAPACK's choice; fixing diag(R) > 0 makes Q a well-defined function
-    # of the Gaussian draw (and Haar-distributed).
-    q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+    q = orthonormal_basis(numpy_rng(s.seed, "embedding"), s.ambient_dim, s.intrinsic_dim)
     bias = s.embedding_bias_std * numpy_rng(s.seed, "embedding-bias").standard_normal(
         s.ambient_dim)
     teacher = random_tanh_mlp(teacher_widths(s, s.intrinsic_dim), numpy_rng(s.seed, "teacher"))

@@ -270,6 +270,29 @@ class ManifoldSettings(TeacherSettings):
         return self
 
 
+class FourierLabelSettings(FrozenModel):
+    """z uniform on the cube [-sqrt(3), sqrt(3)]^d, x = Q z in R^D (an isometry), and the binary
+    label 1[sum_k a_k cos(frequency * w_k . z + phi_k) > 0]: the frequency sets how finely the
+    classes interleave (the label sharpness), independently of the dimension d."""
+
+    intrinsic_dim: int = Field(ge=1, le=1000, description="Latent dimension d.")
+    ambient_dim: int = Field(ge=1, le=100_000, description="Input dimension D (>= d).")
+    frequency: float = Field(gt=0, le=1e3, description="omega: the labelling's spatial "
+                             "frequency (waves w_k ~ N(0, I_d / d), so |w_k| ~ 1).")
+    n_waves: int = Field(32, ge=1, le=10_000, description="K: cosines summed.")
+    n_train: int = Field(ge=1, le=10_000_000)
+    n_test: int = Field(ge=1, le=10_000_000)
+    seed: Seed = Field(description="Seed of the embedding, the waves and the latents.")
+
+    @model_validator(mode="after")
+    def _dims(self) -> Self:
+        if self.intrinsic_dim > self.ambient_dim:
+            raise FieldValueError("intrinsic_dim", self.intrinsic_dim,
+                                  f"exceeds ambient_dim ({self.ambient_dim}): an embedding "
+                                  "needs d <= D")
+        return self
+
+
 # --------------------------------------------------------------------------------------------
 # A study's data block when its runs name one of several datasets (a data condition): one seed
 # and one seedless settings block per dataset; each run's ``task`` picks its block and the run's
