@@ -52,13 +52,14 @@ RUNS = {
            "sgd_stability": 2, "intrinsic_dim": 5, "influence": 2, "mislabel_detection": 2,
            "measures_grid": 14, "neural_collapse": 2, "mnist1d_baselines": 8, "layer_id": 4,
            "deep_double_descent": 6, "influence_mnist1d": 2,
-           "mislabel_mnist1d": 2, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3},
+           "mislabel_mnist1d": 2, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3,
+           "label_sharpness": 4},
     "paper": {"random_labels": 25, "double_descent": 20, "benign_oscillation": 80, "eos_gd": 10,
               "sgd_stability": 50, "intrinsic_dim": 50, "influence": 10, "mislabel_detection": 10,
               "measures_grid": 3645, "neural_collapse": 10, "mnist1d_baselines": 60,
               "layer_id": 30, "deep_double_descent": 240, "influence_mnist1d": 10,
               "mislabel_mnist1d": 10, "layer_rotation": 55, "full_batch_gd": 25,
-              "repetition": 50},
+              "repetition": 50, "label_sharpness": 110},
 }
 
 

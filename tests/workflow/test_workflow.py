@@ -100,7 +100,8 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
                                                    "deep_double_descent": 2,
                                                    "influence_mnist1d": 5,
                                                    "mislabel_mnist1d": 5, "layer_rotation": 3,
-                                                   "full_batch_gd": 3, "repetition": 3}
+                                                   "full_batch_gd": 3, "repetition": 3,
+                                                   "label_sharpness": 5}
 
 
 def test_every_rule_logs(project: Project) -> None:

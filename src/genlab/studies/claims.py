@@ -128,6 +128,18 @@ def paired_differences(a: Mapping[Any, float | None], b: Mapping[Any, float | No
             for unit in sorted(set(a) & set(b))}
 
 
+def spearman(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> float | None:
+    """Spearman's rank correlation, None with fewer than ``min_points`` points or a constant
+    side (two points give the sign of their relation, ±1)."""
+    from scipy.stats import spearmanr
+
+    if len(x) < min_points or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    if len(x) == 2:  # scipy needs three; two distinct points are perfectly (anti)monotone
+        return 1.0 if (x[1] - x[0]) * (y[1] - y[0]) > 0 else -1.0
+    return float(spearmanr(x, y).statistic)
+
+
 _CONTROL_STATUS: dict[str, ClaimStatus] = {"reproduced": "passed", "not_reproduced": "failed"}
 
 

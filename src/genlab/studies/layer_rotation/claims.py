@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from scipy.stats import spearmanr
 
 from genlab.studies.base import ClaimResult, Summary
-from genlab.studies.claims import decide_units, declare
+from genlab.studies.claims import decide_units, declare, spearman
 from genlab.studies.layer_rotation.settings import (
     CITATION,
     NAME,
@@ -44,13 +43,6 @@ def _measured(m: Mapping[str, Any]) -> bool:
         m["final_test_acc"])
 
 
-def _spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's ρ, None with fewer than three points or a constant side."""
-    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return None
-    return float(spearmanr(x, y).statistic)
-
-
 def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], high: float,
                     low: float) -> dict[str, dict[int, Any]]:
     """Per seed: each claim's statistic (None where it cannot be measured) and the groups."""
@@ -59,8 +51,8 @@ def seed_statistics(metrics: Mapping[str, Mapping[str, Any]], high: float,
         mine = {n: m for n, m in sorted(metrics.items()) if int(m["seed"]) == seed}
         sgd = sorted((m["lr"], m["mean_rotation"], m["final_test_acc"])
                      for m in mine.values() if m["optimizer"] == "sgd" and _measured(m))
-        out["rotation_rises_with_lr"][seed] = _spearman([r[0] for r in sgd], [r[1] for r in sgd])
-        out["accuracy_rises_with_rotation"][seed] = _spearman([r[1] for r in sgd],
+        out["rotation_rises_with_lr"][seed] = spearman([r[0] for r in sgd], [r[1] for r in sgd])
+        out["accuracy_rises_with_rotation"][seed] = spearman([r[1] for r in sgd],
                                                               [r[2] for r in sgd])
         layca = {n: m for n, m in mine.items() if m["optimizer"] == "layca" and _measured(m)}
         high_runs = sorted(n for n, m in layca.items() if m["min_rotation"] >= high)

@@ -1,0 +1,148 @@
+"""The label_sharpness study's summary and the claims checked on it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from genlab.studies.base import ClaimResult, Summary, stack_histories
+from genlab.studies.claims import decide_units, declare, spearman
+from genlab.studies.label_sharpness.settings import (
+    CITATION,
+    NAME,
+    REAL_TASKS,
+    LabelSharpnessConfig,
+)
+
+CLAIMS = declare(NAME, CITATION, {
+    "loss_exponent_falls_with_dim": (
+        "The test loss falls with the training set size N as N^(-1/d_data): the exponent is "
+        "smaller for data of higher intrinsic dimension",
+        "per seed, Spearman correlation over the synthetic datasets between their dimension d "
+        "and the exponent alpha of a least-squares fit log(test loss) = c - alpha log N over "
+        "the train sizes"),
+    "robustness_falls_with_sharpness": (
+        "Models trained on data of higher label sharpness K_F are less robust to adversarial "
+        "attack",
+        "per seed, Spearman correlation over every dataset (synthetic, MNIST-1D and digits "
+        "pairs) between K_F of the training set and the test accuracy under an L-inf PGD attack "
+        "of radius epsilon, at each dataset's largest train size"),
+    "robustness_falls_with_sharpness_at_fixed_dim": (
+        "At a fixed intrinsic dimension, higher label sharpness goes with lower adversarial "
+        "robustness",
+        "per seed, the mean over the synthetic datasets' dimensions d of the Spearman "
+        "correlation (over that d's frequencies) between K_F and the accuracy under attack"),
+    "repr_dim_within_data_dim": (
+        "The intrinsic dimension of a trained network's learned representation is bounded by "
+        "that of its training data: d_repr <= d_data",
+        "per seed, the largest d_repr - d_data - tolerance over the models trained on MNIST-1D "
+        "and digits pairs (TwoNN on the training inputs and on the last hidden layer's "
+        "representations of them); the tolerance is the estimator's largest error on the "
+        "synthetic datasets of that seed, whose dimension is known"),
+    "repr_dim_within_latent_dim": (
+        "Control: on a d-dimensional manifold the last hidden layer's representation has "
+        "dimension at most d (a Lipschitz map cannot raise it)",
+        "per seed, the largest d_repr - d - tolerance over the models trained on the synthetic "
+        "datasets, the tolerance as above"),
+}, controls=("repr_dim_within_latent_dim",))
+
+
+def loss_exponent(models: list[Mapping[str, Any]]) -> float | None:
+    """alpha of the least-squares line log(test loss) = c - alpha log N; None unless every
+    loss is finite and positive and there are two sizes."""
+    points = [(m["n_train"], m["test_loss"]) for m in models]
+    if len(points) < 2 or not all(math.isfinite(v) and v > 0 for _, v in points):
+        return None
+    n, loss = (np.log(np.array(v, dtype=np.float64)) for v in zip(*points, strict=True))
+    slope = np.polyfit(n, loss, 1)[0]
+    return float(-slope)
+
+
+def _largest(m: Mapping[str, Any]) -> Mapping[str, Any]:
+    return m["models"][-1]
+
+
+def seed_statistics(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[str, Any]]
+                    ) -> dict[str, dict[int, Any]]:
+    """Per seed: each claim's statistic (None where it cannot be measured) and what made it."""
+    eps = f"{config.attack.epsilon:g}"
+    out: dict[str, dict[int, Any]] = {key: {} for key in (*CLAIMS, "alpha", "tolerance")}
+    for seed in sorted({int(m["seed"]) for m in metrics.values()}):
+        mine = [m for _, m in sorted(metrics.items())
+                if int(m["seed"]) == seed and m["status"] != "diverged"]
+        waves = [m for m in mine if m["task"] == "waves"]
+        real = [m for m in mine if m["task"] in REAL_TASKS]
+        alpha = {m["dataset"]: loss_exponent(m["models"]) for m in waves}
+        fitted = [m for m in waves if alpha[m["dataset"]] is not None]
+        out["alpha"][seed] = alpha
+        out["loss_exponent_falls_with_dim"][seed] = spearman(
+            [m["intrinsic_dim"] for m in fitted], [alpha[m["dataset"]] for m in fitted])
+        out["robustness_falls_with_sharpness"][seed] = spearman(
+            [_largest(m)["label_sharpness"] for m in mine],
+            [_largest(m)["robust_acc"][eps] for m in mine])
+        within = [spearman([_largest(m)["label_sharpness"] for m in group],
+                           [_largest(m)["robust_acc"][eps] for m in group], min_points=2)
+                  for d in sorted({m["intrinsic_dim"] for m in waves})
+                  for group in [[m for m in waves if m["intrinsic_dim"] == d]]]
+        within = [r for r in within if r is not None]
+        out["robustness_falls_with_sharpness_at_fixed_dim"][seed] = (
+            float(np.mean(within)) if within else None)
+        errors = [abs(model["d_data"] - m["intrinsic_dim"]) for m in waves for model in m["models"]]
+        tolerance = max(errors) if errors else None
+        out["tolerance"][seed] = tolerance
+        real_excess = [model["d_repr"] - model["d_data"] for m in real for model in m["models"]]
+        latent_excess = [model["d_repr"] - m["intrinsic_dim"] for m in waves
+                         for model in m["models"]]
+        out["repr_dim_within_data_dim"][seed] = (
+            max(real_excess) - tolerance if real_excess and tolerance is not None else None)
+        out["repr_dim_within_latent_dim"][seed] = (
+            max(latent_excess) - tolerance if latent_excess else None)
+    return out
+
+
+def check_claims(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[str, Any]]
+                 ) -> list[ClaimResult]:
+    stats = seed_statistics(config, metrics)
+    numbers = {"epsilon": config.attack.epsilon,
+               "alpha_by_seed": {str(s): a for s, a in stats["alpha"].items()},
+               "tolerance_by_seed": {str(s): t for s, t in stats["tolerance"].items()},
+               "diverged": sorted(n for n, m in metrics.items() if m["status"] == "diverged")}
+    return [decide_units(CLAIMS[key], getattr(config.claims, key), stats[key], numbers)
+            for key in CLAIMS]
+
+
+def dataset_table(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[str, Any]]
+                  ) -> dict[str, dict[str, Any]]:
+    """Per dataset (over its seeds): the largest train size's measurements and, for the
+    synthetic ones, the loss exponents."""
+    eps = f"{config.attack.epsilon:g}"
+    out: dict[str, dict[str, Any]] = {}
+    for _, m in sorted(metrics.items()):
+        if m["status"] == "diverged":
+            continue
+        row = out.setdefault(m["dataset"], {
+            "task": m["task"], "intrinsic_dim": m["intrinsic_dim"], "frequency": m["frequency"],
+            "pair": m["pair"], "seeds": [], "label_sharpness": [], "d_data": [], "d_repr": [],
+            "test_acc": [], "robust_acc": [], "alpha": []})
+        last = _largest(m)
+        row["seeds"].append(m["seed"])
+        for key in ("label_sharpness", "d_data", "d_repr", "test_acc"):
+            row[key].append(last[key])
+        row["robust_acc"].append(last["robust_acc"][eps])
+        if m["task"] == "waves":
+            row["alpha"].append(loss_exponent(m["models"]))
+    return out
+
+
+def summarize(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[str, Any]],
+              histories: Mapping[str, pa.Table]) -> Summary:
+    data = {"study": NAME, "epsilon": config.attack.epsilon,
+            "radii": list(config.attack.radii), "train_sizes": list(config.train_sizes),
+            "datasets": dataset_table(config, metrics),
+            "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
+    table = stack_histories(histories, metrics, ("dataset", "seed"))
+    return Summary(data=data, claims=tuple(check_claims(config, metrics)), table=table)

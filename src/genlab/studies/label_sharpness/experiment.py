@@ -1,0 +1,124 @@
+"""The label_sharpness study's experiment: one dataset per run (a Fourier-labelled d-plane, or
+two classes of MNIST-1D or digits), inputs scaled to a root-mean-square entry of 1, and an MLP
+trained at each training set size, then measured: test loss and accuracy, accuracy under PGD,
+the label sharpness K_F and the intrinsic dimension of the inputs and of the last hidden layer."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from genlab.analyses.dimension.estimators import TwoNN, label_sharpness
+from genlab.analyses.dimension.representations import layer_representations
+from genlab.analyses.robustness import robust_accuracy
+from genlab.data.dataset import Dataset, Split
+from genlab.data.digits import digits
+from genlab.data.fourier_labels import fourier_labels
+from genlab.data.mnist1d import mnist1d
+from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
+from genlab.seeding import torch_generator
+from genlab.settings import TrainSettings
+from genlab.studies.base import RunArtifacts, StudySpec
+from genlab.studies.label_sharpness.settings import STUDY, LabelSharpnessConfig, run_id
+from genlab.train.loop import train_classifier
+
+MODEL_KIND = "mlp"
+
+
+def _pair(split: Split, classes: tuple[int, int]) -> Split:
+    """The points of the two classes, relabelled 0 and 1, in their order."""
+    keep = np.isin(split.y, classes)
+    return Split(split.x[keep], (split.y[keep] == classes[1]).astype(np.int64))
+
+
+def synthesize(config: LabelSharpnessConfig) -> Dataset:
+    """One draw's dataset, its inputs divided by the training inputs' RMS entry (so that K_F,
+    the attack radius and the dimensions compare across datasets; the factor is in ``info``)."""
+    data = config.data
+    if data.task == "waves":
+        raw = fourier_labels(data.settings())
+        train, test = Split(raw.train.x, raw.train.y), raw.test
+    else:
+        raw = (mnist1d if data.task == "mnist1d" else digits)(data.settings())
+        train, test = _pair(raw.train, data.classes()), _pair(raw.test, data.classes())
+    scale = float(np.sqrt(np.mean(train.x.astype(np.float64) ** 2)))
+    info = {**raw.info, "task": data.task, "pair": data.pair, "n_classes": 2,
+            "input_rms_before_scaling": scale}
+    return Dataset(train=Split((train.x / scale).astype(np.float32), train.y),
+                   test=Split((test.x / scale).astype(np.float32), test.y),
+                   n_classes=2, info=info)
+
+
+def _dimension(points: torch.Tensor) -> float:
+    """TwoNN (discarding the top 10% of ratios), duplicates dropped: ReLU layers map some points
+    to the same representation."""
+    return float(TwoNN(0.1, duplicates="drop").fit(points).dimension_)
+
+
+def _measure(config: LabelSharpnessConfig, model: Any, x: torch.Tensor, y: torch.Tensor,
+             x_test: torch.Tensor, y_test: torch.Tensor, seed: int) -> dict[str, Any]:
+    """What the claims need of one trained model."""
+    hidden = [h for name, h in layer_representations(model, x) if name.startswith("hidden")]
+    sharp = label_sharpness(x, y, config.sharpness_samples, torch_generator(seed, "sharpness"))
+    robust = {f"{eps:g}": robust_accuracy(model, x_test, y_test, eps, steps=config.attack.steps,
+                                          generator=torch_generator(seed, "pgd", f"{eps:g}"))
+              for eps in config.attack.radii}
+    return {"label_sharpness": sharp.value, "d_data": _dimension(x),
+            "d_repr": _dimension(hidden[-1]), "robust_acc": robust}
+
+
+def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
+    del checkpointing  # each model takes seconds
+    run = config.runs[run_name]
+    r = config.recipe
+    settings = TrainSettings(optimizer="adam", lr=r.lr, batch_size=r.batch_size,
+                             max_steps=r.max_steps, eval_every=r.eval_every,
+                             stop_at_train_acc=r.stop_at_train_acc)
+
+    def tensor(a: Any) -> torch.Tensor:
+        return torch.from_numpy(a).to(device)
+
+    x, y = tensor(dataset.train.x), tensor(dataset.train.y)
+    x_test, y_test = tensor(dataset.test.x), tensor(dataset.test.y)
+    sizes = config.train_sizes if run.task == "waves" else (len(x),)
+    input_dim = x.shape[1]
+    models, histories = [], []
+    for n in sizes:
+        model = build_seeded_model(MODEL_KIND, config.model, input_dim, 2, run.seed, device)
+        result = train_classifier(model, x[:n], y[:n], x_test, y_test, settings,
+                                  torch_generator(run.seed, "batches", n, device=device.type))
+        final = result.final
+        models.append({"n_train": n, "status": result.status, "steps": result.steps,
+                       "train_acc": final.train_acc, "test_loss": final.test_loss,
+                       "test_acc": final.test_acc,
+                       **_measure(config, model, x[:n], y[:n], x_test, y_test, run.seed)})
+        histories.extend({"n_train": n, **row.as_dict()} for row in result.history)
+    last = models[-1]
+    dataset_name = run_id(run).rsplit("-s", 1)[0]
+    metrics = {
+        "status": "diverged" if any(m["status"] == "diverged" for m in models) else "trained",
+        "task": run.task, "dataset": dataset_name, "seed": run.seed,
+        "intrinsic_dim": run.intrinsic_dim, "frequency": run.frequency, "pair": run.pair,
+        "n_parameters": count_parameters(model), "n_test": len(x_test),
+        "input_rms_before_scaling": dataset.info["input_rms_before_scaling"],
+        "epsilon": config.attack.epsilon, "models": models,
+        # the largest train size's numbers, for the run table
+        "label_sharpness": last["label_sharpness"], "d_data": last["d_data"],
+        "d_repr": last["d_repr"], "test_acc": last["test_acc"],
+        "robust_acc": last["robust_acc"][f"{config.attack.epsilon:g}"],
+    }
+    if not all(math.isfinite(m["test_loss"]) for m in models):
+        metrics["status"] = "diverged"
+    return RunArtifacts(
+        weights=state_tensors(model),  # the largest train size's model
+        model_spec=model_spec(MODEL_KIND, config.model, input_dim, 2),
+        history=pa.Table.from_pylist(histories),
+        metrics=metrics)
+
+
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run)
