@@ -13,6 +13,7 @@ from genlab.settings import (
     FrozenModel,
     MLPSettings,
     Seed,
+    Slug,
 )
 from genlab.studies.entry import Resources, StudyEntry
 
@@ -158,7 +159,7 @@ class LabelSharpnessConfig(FrozenModel):
     sharpness_samples: int = Field(1000, ge=2, le=100_000, description="M: training points "
                                    "K_F compares (every pair of them).")
     claims: SharpnessClaims
-    runs: dict[str, SharpnessRun] = Field(min_length=1, description="One line per run; the key "
+    runs: dict[Slug, SharpnessRun] = Field(min_length=1, description="One line per run; the key "
                                           "is waves-d<d>-w<omega>-s<seed> or "
                                           "<task>-<a>v<b>-s<seed>.")
 
