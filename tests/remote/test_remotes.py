@@ -37,7 +37,11 @@ STAGE = "random_labels_synthesize_s0"
 WITH_DEPS = ["--with-deps", STAGE]  # the stage and the gate it depends on
 CORRUPTED = "data/random_labels/dataset/s0/train.parquet"
 KEY_ID, SECRET = "genlab-tests", "test-secret-not-a-credential"
-DEAD_REMOTE_SECONDS = 30
+# A dead remote must fail rather than hang. Measured: 18 s for the S3 pull on a busy 2-core
+# machine (DVC's start plus botocore's retries with backoff on a refused connection); with a
+# 30 s bound it failed once in a fresh clone's whole test run. A hang would sit in botocore's
+# 60 s connect timeout per attempt, so 60 s still tells the two apart.
+DEAD_REMOTE_SECONDS = 60
 
 
 def _which(name: str) -> str | None:
