@@ -234,6 +234,26 @@ class TrainSettings(FrozenModel):
         return self
 
 
+class AdamFitRecipe(FrozenModel):
+    """Adam on the cross-entropy until the training accuracy reaches ``stop_at_train_acc`` (or
+    the step budget ends): the recipe of studies that train each model to fit its training set."""
+
+    lr: float = Field(gt=0, le=1e3, description="Adam's step size.")
+    batch_size: int = Field(ge=1, le=10_000_000)
+    max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
+    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations (the "
+                            "stop check and history rows).")
+    stop_at_train_acc: float = Field(1.0, gt=0, le=1, description="Stop once the training "
+                                     "accuracy reaches this.")
+
+    def train_settings(self) -> TrainSettings:
+        """The recipe as the training loop (genlab.train.loop) takes it."""
+        return TrainSettings(optimizer="adam", loss="cross_entropy", lr=self.lr,
+                             batch_size=self.batch_size, max_steps=self.max_steps,
+                             eval_every=self.eval_every,
+                             stop_at_train_acc=self.stop_at_train_acc)
+
+
 class ReportSettings(FrozenModel):
     title: str = Field("genlab report", max_length=200)
 

@@ -16,6 +16,7 @@ from genlab.studies.label_sharpness.settings import (
     NAME,
     REAL_TASKS,
     LabelSharpnessConfig,
+    radius_key,
 )
 
 CLAIMS = declare(NAME, CITATION, {
@@ -69,7 +70,7 @@ def _largest(m: Mapping[str, Any]) -> Mapping[str, Any]:
 def seed_statistics(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[str, Any]]
                     ) -> dict[str, dict[int, Any]]:
     """Per seed: each claim's statistic (None where it cannot be measured) and what made it."""
-    eps = f"{config.attack.epsilon:g}"
+    eps = radius_key(config.attack.epsilon)
     out: dict[str, dict[int, Any]] = {key: {} for key in (*CLAIMS, "alpha", "tolerance")}
     for seed in sorted({int(m["seed"]) for m in metrics.values()}):
         mine = [m for _, m in sorted(metrics.items())
@@ -119,7 +120,7 @@ def dataset_table(config: LabelSharpnessConfig, metrics: Mapping[str, Mapping[st
                   ) -> dict[str, dict[str, Any]]:
     """Per dataset (over its seeds): the largest train size's measurements and, for the
     synthetic ones, the loss exponents."""
-    eps = f"{config.attack.epsilon:g}"
+    eps = radius_key(config.attack.epsilon)
     out: dict[str, dict[str, Any]] = {}
     for _, m in sorted(metrics.items()):
         if m["status"] == "diverged":

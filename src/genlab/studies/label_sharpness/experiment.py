@@ -21,9 +21,13 @@ from genlab.data.fourier_labels import fourier_labels
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
-from genlab.settings import TrainSettings
 from genlab.studies.base import RunArtifacts, StudySpec
-from genlab.studies.label_sharpness.settings import STUDY, LabelSharpnessConfig, run_id
+from genlab.studies.label_sharpness.settings import (
+    STUDY,
+    LabelSharpnessConfig,
+    radius_key,
+    run_id,
+)
 from genlab.train.loop import train_classifier
 
 MODEL_KIND = "mlp"
@@ -64,9 +68,9 @@ def _measure(config: LabelSharpnessConfig, model: Any, x: torch.Tensor, y: torch
     """What the claims need of one trained model."""
     hidden = [h for name, h in layer_representations(model, x) if name.startswith("hidden")]
     sharp = label_sharpness(x, y, config.sharpness_samples, torch_generator(seed, "sharpness"))
-    robust = {f"{eps:g}": robust_accuracy(model, x_test, y_test, eps, steps=config.attack.steps,
-                                          generator=torch_generator(seed, "pgd", f"{eps:g}"))
-              for eps in config.attack.radii}
+    robust = {radius_key(eps): robust_accuracy(
+        model, x_test, y_test, eps, steps=config.attack.steps,
+        generator=torch_generator(seed, "pgd", radius_key(eps))) for eps in config.attack.radii}
     return {"label_sharpness": sharp.value, "d_data": _dimension(x),
             "d_repr": _dimension(hidden[-1]), "robust_acc": robust}
 
@@ -75,10 +79,7 @@ def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, dev
               checkpointing: Any = None) -> RunArtifacts:
     del checkpointing  # each model takes seconds
     run = config.runs[run_name]
-    r = config.recipe
-    settings = TrainSettings(optimizer="adam", lr=r.lr, batch_size=r.batch_size,
-                             max_steps=r.max_steps, eval_every=r.eval_every,
-                             stop_at_train_acc=r.stop_at_train_acc)
+    settings = config.recipe.train_settings()
 
     def tensor(a: Any) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
@@ -100,8 +101,10 @@ def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, dev
         histories.extend({"n_train": n, **row.as_dict()} for row in result.history)
     last = models[-1]
     dataset_name = run_id(run).rsplit("-s", 1)[0]
+    diverged = any(m["status"] == "diverged" or not math.isfinite(m["test_loss"])
+                   for m in models)
     metrics = {
-        "status": "diverged" if any(m["status"] == "diverged" for m in models) else "trained",
+        "status": "diverged" if diverged else "trained",
         "task": run.task, "dataset": dataset_name, "seed": run.seed,
         "intrinsic_dim": run.intrinsic_dim, "frequency": run.frequency, "pair": run.pair,
         "n_parameters": count_parameters(model), "n_test": len(x_test),
@@ -110,10 +113,8 @@ def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, dev
         # the largest train size's numbers, for the run table
         "label_sharpness": last["label_sharpness"], "d_data": last["d_data"],
         "d_repr": last["d_repr"], "test_acc": last["test_acc"],
-        "robust_acc": last["robust_acc"][f"{config.attack.epsilon:g}"],
+        "robust_acc": last["robust_acc"][radius_key(config.attack.epsilon)],
     }
-    if not all(math.isfinite(m["test_loss"]) for m in models):
-        metrics["status"] = "diverged"
     return RunArtifacts(
         weights=state_tensors(model),  # the largest train size's model
         model_spec=model_spec(MODEL_KIND, config.model, input_dim, 2),

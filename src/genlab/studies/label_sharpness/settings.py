@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from genlab.data.settings import DigitsSettings, FourierLabelSettings, MNIST1DSettings, seedless
 from genlab.settings import (
+    AdamFitRecipe,
     ClaimRule,
     FieldValueError,
     FrozenModel,
@@ -79,17 +80,6 @@ class SharpnessData(FrozenModel):
         return int(a), int(b)
 
 
-class SharpnessRecipe(FrozenModel):
-    """Adam on the cross-entropy until the training accuracy reaches ``stop_at_train_acc``."""
-
-    lr: float = Field(gt=0, le=1e3, description="Adam's step size.")
-    batch_size: int = Field(ge=1, le=10_000_000)
-    max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
-    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations.")
-    stop_at_train_acc: float = Field(1.0, gt=0, le=1, description="Stop once the training "
-                                     "accuracy reaches this.")
-
-
 class AttackSettings(FrozenModel):
     """PGD in the L-inf ball (genlab.analyses.robustness) on the test set, inputs scaled to a
     root-mean-square entry of 1."""
@@ -101,6 +91,11 @@ class AttackSettings(FrozenModel):
     @property
     def radii(self) -> tuple[float, ...]:
         return tuple(sorted({self.epsilon, *self.also}))
+
+
+def radius_key(eps: float) -> str:
+    """How a radius names its entry of a model's ``robust_acc`` (``0.05``)."""
+    return f"{eps:g}"
 
 
 class SharpnessClaims(FrozenModel):
@@ -150,7 +145,7 @@ class LabelSharpnessConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     data: SharpnessData
     model: MLPSettings
-    recipe: SharpnessRecipe
+    recipe: AdamFitRecipe
     train_sizes: tuple[int, ...] = Field(min_length=2, description="waves: the training set "
                                          "sizes of each run's learning curve (the first n "
                                          "points), increasing; real data trains on all of its "

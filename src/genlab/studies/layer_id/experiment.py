@@ -14,9 +14,8 @@ from genlab.data.digits import digits
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
-from genlab.settings import TrainSettings
 from genlab.studies.base import RunArtifacts, StudySpec
-from genlab.studies.layer_id.settings import STUDY, LayerIDConfig, LayerIDRecipe
+from genlab.studies.layer_id.settings import STUDY, LayerIDConfig
 from genlab.train.loop import train_classifier
 
 if TYPE_CHECKING:
@@ -30,12 +29,6 @@ def synthesize(config: LayerIDConfig) -> Dataset:
     """One draw's data: the block's task (set from the runs' task by genlab.data.draws)."""
     settings = config.data.settings()
     return digits(settings) if config.data.task == "digits" else mnist1d(settings)
-
-
-def train_settings(recipe: LayerIDRecipe) -> TrainSettings:
-    return TrainSettings(optimizer="adam", loss="cross_entropy", lr=recipe.lr,
-                         batch_size=recipe.batch_size, max_steps=recipe.max_steps,
-                         eval_every=recipe.eval_every, stop_at_train_acc=recipe.stop_at_train_acc)
 
 
 def train_run(config: LayerIDConfig, run_name: str, dataset: Dataset, device: Any,
@@ -53,7 +46,7 @@ def train_run(config: LayerIDConfig, run_name: str, dataset: Dataset, device: An
     at_init = twonn_profile(model, x_test, config.twonn_discard)
     result = train_classifier(
         model, tensor(dataset.train.x), tensor(labels), x_test, tensor(dataset.test.y),
-        train_settings(config.recipe), torch_generator(run.seed, "batches", device=device.type),
+        config.recipe.train_settings(), torch_generator(run.seed, "batches", device=device.type),
         checkpointing=checkpointing)
     trained = twonn_profile(model, x_test, config.twonn_discard)
     final = result.final

@@ -7,7 +7,15 @@ from typing import ClassVar, Literal, Self
 from pydantic import Field, model_validator
 
 from genlab.data.settings import DigitsSettings, MNIST1DSettings, TaskData, seedless
-from genlab.settings import ClaimRule, Conv1DSettings, FrozenModel, MLPSettings, Seed, Slug
+from genlab.settings import (
+    AdamFitRecipe,
+    ClaimRule,
+    Conv1DSettings,
+    FrozenModel,
+    MLPSettings,
+    Seed,
+    Slug,
+)
 from genlab.studies.entry import PlotSpec, Resources, StudyEntry
 
 NAME = "layer_id"
@@ -44,19 +52,6 @@ class LayerIDModels(FrozenModel):
     cnn: Conv1DSettings = Field(description="The 1-D CNN.")
 
 
-class LayerIDRecipe(FrozenModel):
-    """Adam on the cross-entropy until the training accuracy reaches ``stop_at_train_acc``."""
-
-    lr: float = Field(gt=0, le=1e3, description="Adam's step size.")
-    batch_size: int = Field(ge=1, le=10_000_000)
-    max_steps: int = Field(ge=1, le=100_000_000, description="Step budget.")
-    eval_every: int = Field(ge=1, le=100_000_000, description="Steps between evaluations (the "
-                            "stop check and history rows).")
-    stop_at_train_acc: float = Field(1.0, gt=0, le=1, description="Stop once the training "
-                                     "accuracy reaches this; a run that never does leaves its "
-                                     "seed's claims undefined.")
-
-
 class LayerIDRun(FrozenModel):
     task: Task = Field(description="The dataset: 'mnist1d' or 'digits'.")
     model: ModelName = Field(description="mlp or cnn.")
@@ -83,7 +78,8 @@ class LayerIDConfig(FrozenModel):
     data: LayerIDData = Field(description="The datasets: each seed draws its own from each "
                               "(genlab.data.draws).")
     models: LayerIDModels
-    recipe: LayerIDRecipe
+    recipe: AdamFitRecipe = Field(description="A run that never reaches stop_at_train_acc "
+                                  "leaves its seed's claims undefined.")
     twonn_discard: float = Field(0.1, ge=0, lt=1, description="Fraction of the largest "
                                  "neighbour-distance ratios TwoNN discards (Facco et al.: 0.1).")
     claims: LayerIDClaims
