@@ -4,11 +4,13 @@
 #   snakemake --profile workflow/profiles/slurm   the same on a SLURM cluster
 
 import sys
+from pathlib import Path
 
 from genlab.config import load_params
 from genlab.workflow.adapter import local_gpu_slots, stages_use_cuda
 from genlab.workflow.sync import reconcile, record_in_dvc
 from genlab.workflow.generate import write as write_dvc_yaml
+from genlab.workflow import forkserver
 
 # Validates params.yaml at parse time: an invalid file stops here, before any job runs.
 PARAMS = load_params("params.yaml")
@@ -49,11 +51,21 @@ rule all:
         [out for job in DVC_JOBS for out in job.outs],
 
 
+# The jobs of a local run start in a fork of one process that has torch and genlab imported
+# (genlab.workflow.forkserver): ~0.1 s instead of 2-3 s each, outputs byte-identical. Jobs on a
+# cluster, and every job with GENLAB_FORKSERVER=0 in the environment, start their own interpreter.
+onstart:
+    if workflow.local_exec and not workflow.touch:
+        forkserver.start(Path(workflow.basedir) / ".genlab/forkserver.log")
+
+
 # After the run, record in DVC (hashes in dvc.lock, files in its cache) the stages that are
 # current, so `dvc status` agrees and `dvc push` shares them; after a failed run too, for the
 # stages that finished. Once, here: DVC must never run inside parallel jobs.
 onsuccess:
+    forkserver.stop_all()
     record_in_dvc(workflow.basedir)
 
 onerror:
+    forkserver.stop_all()
     record_in_dvc(workflow.basedir)

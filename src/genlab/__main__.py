@@ -1,15 +1,22 @@
 """``python -m genlab``, as dvc.yaml's commands run it.
 
-Ctrl-C reaches a stage's process while it may still be importing torch: one line then too.
+Under Snakemake on this machine the command runs in a child of the workflow's fork server, which
+has torch and genlab imported already (:mod:`genlab.forkclient`); otherwise, or when the server
+declines, here. Ctrl-C reaches a stage's process while it may still be importing torch: one line
+then too.
 """
 
 import sys
 
-try:
-    from genlab.cli import main
+from genlab.forkclient import run_in_server
 
-    code = main()
-except KeyboardInterrupt:
-    print("genlab: interrupted", file=sys.stderr)
-    code = 130
+code = run_in_server(sys.argv)
+if code is None:
+    try:
+        from genlab.cli import main
+
+        code = main()
+    except KeyboardInterrupt:
+        print("genlab: interrupted", file=sys.stderr)
+        code = 130
 raise SystemExit(code)
