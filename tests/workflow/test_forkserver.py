@@ -7,6 +7,7 @@ compares their outputs byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -47,9 +48,9 @@ def alive(pid: int) -> bool:
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    log = tmp_path_factory.mktemp("forkserver") / "server.log"
+@contextlib.contextmanager
+def serving(log: Path):
+    """A server whose children run ``forkserver_target:main``; the environment restored after."""
     saved = {key: os.environ.get(key) for key in (ENV, "PYTHONPATH")}
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), saved["PYTHONPATH"]]))
     handle = forkserver.start(log, target="forkserver_target:main")
@@ -63,6 +64,12 @@ def server(tmp_path_factory: pytest.TempPathFactory):
             handle.stop()
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    with serving(tmp_path_factory.mktemp("forkserver") / "server.log") as handle:
+        yield handle
 
 
 def client(server, *args: str, cwd: Path, **env: str) -> subprocess.Popen:
@@ -153,6 +160,19 @@ def test_a_killed_client_takes_its_job_with_it(server, tmp_path: Path) -> None:
     job.wait(timeout=30)
     wait_for(lambda: not alive(child), timeout=10, what="the orphaned child to be killed")
     assert "its client went away" in server.log.read_text()
+
+
+def test_a_dead_server_fails_its_jobs_and_takes_their_children(tmp_path: Path) -> None:
+    with serving(tmp_path / "server.log") as own:
+        (tmp_path / "job").mkdir()
+        job = client(own, "sleep", str(tmp_path / "pid"), cwd=tmp_path / "job")
+        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
+                 what="the child")
+        child = int((tmp_path / "pid").read_text())
+        own.process.kill()
+        assert job.wait(timeout=30) == 1
+        assert "the fork server stopped" in (tmp_path / "job/err.txt").read_text()
+        wait_for(lambda: not alive(child), timeout=10, what="the child to die with the server")
 
 
 def test_another_interpreter_is_declined(server) -> None:

@@ -171,8 +171,9 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def run_child(request: Request, target: Callable[[list[str]], int | None]) -> int:
+def run_child(request: Request, target: Callable[[list[str]], int | None], server: int) -> int:
     """In the forked child: become the client's process, run the command, return its status."""
+    _die_with(server)
     os.setpgid(0, 0)  # the client forwards signals to this group
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
@@ -224,6 +225,19 @@ def _size_thread_pools(loaded_with: dict[str, str | None]) -> None:
         threadpool_limits(limits=count, user_api=api)
 
 
+def _die_with(server: int) -> None:
+    """Be killed when the server dies (Linux): its clients then fail their jobs, and a child
+    left running would write outputs nobody waits for."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the server's own exit still kills its jobs
+        return
+    if os.getppid() != server:  # it died before the call
+        os._exit(1)
+
+
 def _reseed() -> None:
     """What a fresh interpreter seeds from the OS, seeded from the OS again."""
     random.seed()
@@ -256,6 +270,7 @@ class Server:
     def __init__(self, path: str, parent: int, target: str) -> None:
         self.path, self.parent = path, parent
         self.target = _resolve(target)
+        self.pid = os.getpid()
         self.identity = (os.path.realpath(sys.executable), sys.prefix)
         self.sources = source_stats()
         self.children: dict[int, socket.socket | None] = {}  # None: its client is gone
@@ -322,7 +337,7 @@ class Server:
             code = 1
             try:
                 self._forget_in_child(conn)
-                code = run_child(request, self.target)
+                code = run_child(request, self.target, self.pid)
             finally:
                 os._exit(code)
         for fd in request.fds:
