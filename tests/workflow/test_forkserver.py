@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -23,9 +24,9 @@ import pytest
 
 from genlab import forkclient
 from genlab.forkclient import ENV, HEADER
-from genlab.workflow import forkserver
+from genlab.workflow import adapter, forkserver
 from genlab.workflow.adapter import dvc_jobs
-from tests_support import copy_project, tool_env
+from tests_support import ROOT, copy_project, tool_env
 
 HERE = Path(__file__).parent
 
@@ -198,6 +199,25 @@ def test_an_edited_source_is_noticed(tmp_path: Path) -> None:
     assert forkserver.edited_source(stats) == str(module)
 
 
+def test_remembered_stages_are_served_until_dvc_yaml_or_params_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the server parses once for its children (adapter.remember_jobs) is what a child
+    would parse itself, and never outlives an edit of either file."""
+    monkeypatch.setattr(adapter, "_REMEMBERED", {})
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    adapter.remember_jobs(tmp_path)
+    served = adapter.dvc_jobs(tmp_path)
+    assert served == adapter._parse_jobs(tmp_path)
+    assert served[0] is adapter.dvc_jobs(tmp_path)[0]  # from memory
+    params = tmp_path / "params.yaml"
+    params.write_text(params.read_text().replace("title: genlab report", "title: edited", 1))
+    edited = adapter.dvc_jobs(tmp_path)
+    assert edited[0] is not served[0]
+    assert edited[0].params["report"]["title"] == "edited"  # check_params tracks every setting
+    assert adapter.dvc_jobs(ROOT) == adapter._parse_jobs(ROOT)  # another workspace: parsed
+
+
 def test_the_imported_genlab_sources_are_watched() -> None:
     stats = forkserver.source_stats()
     assert any(path.endswith(os.path.join("genlab", "workflow", "forkserver.py"))
@@ -275,4 +295,5 @@ def test_real_stages_write_the_same_bytes_forked_as_alone(tmp_path: Path) -> Non
             os.environ[ENV] = saved
     log = (tmp_path / "server.log").read_text()
     assert all(f"genlab --stage {job.stage} " in log for job in chosen), log
+    assert f"parsed the stages of {root}" in log  # once, for every child
     assert forked == alone and len(alone) >= len(chosen)

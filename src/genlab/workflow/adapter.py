@@ -23,6 +23,7 @@ of, so the two engines cannot drift apart:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -121,6 +122,17 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
     tests/workflow/test_dag.py checks the result against DVC's parse.
     """
     root = Path(root)
+    if _REMEMBERED:
+        try:
+            remembered = _REMEMBERED.get(_sources_key(root))
+        except OSError:
+            remembered = None
+        if remembered is not None:
+            return list(remembered)
+    return _parse_jobs(root)
+
+
+def _parse_jobs(root: Path) -> list[Job]:
     stages = load_yaml(root / "dvc.yaml")["stages"]
     tree = load_yaml(root / PARAMS_FILE) or {}
     jobs = []
@@ -134,6 +146,30 @@ def dvc_jobs(root: str | Path = ".") -> list[Job]:
         for key, item in _lookup(tree, match.group(1)).items():
             jobs.append(_job(f"{name}@{key}", _substitute(body["do"], str(key), item), tree))
     return jobs
+
+
+_REMEMBERED: dict[tuple, list[Job]] = {}
+"""The stages of one workspace as :func:`remember_jobs` parsed them, keyed by its dvc.yaml and
+params.yaml as they were then."""
+
+
+def _sources_key(root: Path) -> tuple:
+    stats = [os.stat(root / name) for name in ("dvc.yaml", PARAMS_FILE)]
+    return (str(root.resolve()),
+            *((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in stats))
+
+
+def remember_jobs(root: str | Path) -> None:
+    """Parse ``root``'s stages now so that :func:`dvc_jobs` answers from memory while its
+    dvc.yaml and params.yaml stay as they are (same inode, size and times). The fork server
+    calls it before each fork: a job's stage lookup then costs a few stat calls instead of
+    parsing the default preset's 13,000-line dvc.yaml (~0.3 s a job)."""
+    root = Path(root)
+    key = _sources_key(root)
+    if key not in _REMEMBERED:
+        jobs = _parse_jobs(root)
+        _REMEMBERED.clear()
+        _REMEMBERED[key] = jobs
 
 
 def is_folder_output(path: str) -> bool:

@@ -330,6 +330,7 @@ class Server:
             self._send(conn, b"F " + why.encode() + b"\n")
             conn.close()
             return
+        self._remember_jobs(request.cwd)
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # nothing of the server's buffers may reach a job's log
         pid = os.fork()
@@ -347,6 +348,21 @@ class Server:
         self._send(conn, b"P %d\n" % pid)
         conn.setblocking(False)
         self.selector.register(conn, selectors.EVENT_READ, pid)
+
+    @staticmethod
+    def _remember_jobs(cwd: str) -> None:
+        """The workspace's stages parsed here, once per version of its dvc.yaml and params.yaml,
+        so that no child parses them again (genlab.workflow.adapter.remember_jobs)."""
+        from genlab.workflow.adapter import remember_jobs
+
+        began = time.perf_counter()
+        try:
+            remember_jobs(cwd)
+        except Exception as exc:  # not a workspace, or a broken dvc.yaml: the child will say so
+            log.info("did not parse the stages of %s: %s", cwd, exc)
+            return
+        if time.perf_counter() - began > 0.01:
+            log.info("parsed the stages of %s in %.2f s", cwd, time.perf_counter() - began)
 
     def _decline(self, request: Request) -> str | None:
         if (os.path.realpath(request.executable), request.prefix) != self.identity:
