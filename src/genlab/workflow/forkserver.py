@@ -221,6 +221,7 @@ def _size_thread_pools(loaded_with: dict[str, str | None]) -> None:
             continue
         from threadpoolctl import threadpool_limits
 
+        # unset: the library's default, one thread per core it may run on
         count = int(wanted) if wanted and wanted.isdigit() else len(os.sched_getaffinity(0))
         threadpool_limits(limits=count, user_api=api)
 
@@ -476,11 +477,14 @@ _STARTED: list[Handle] = []
 
 def start(log_path: Path, target: str = TARGET, preload_extra: Sequence[str] = ()) -> Handle | None:
     """Start a server for this process's jobs and point them to it (``GENLAB_FORKSERVER`` in
-    this process's environment, which the jobs inherit); None when turned off by the variable.
+    this process's environment, which the jobs inherit); None when turned off by the variable,
+    and off Linux.
 
     The server becomes ready once it has imported everything (a few seconds); jobs started
     before then run in their own processes, as without a server."""
-    if os.environ.get(ENV) == "0":
+    if os.environ.get(ENV) == "0" or not sys.platform.startswith("linux"):
+        # macOS: forking after its system frameworks are loaded (torch loads Accelerate) is
+        # unsafe; jobs there start their own interpreter
         return None
     # a short path: Unix socket paths are limited to ~107 bytes
     folder = Path(tempfile.mkdtemp(prefix="genlab-fs-"))
