@@ -92,12 +92,7 @@ def run_in_server(argv: list[str]) -> int | None:
     for signum in FORWARDED:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, forward)
-    while True:
-        try:
-            reply = read_line(conn)
-            break
-        except InterruptedError:  # pragma: no cover - PEP 475 retries recv itself
-            continue
+    reply = read_line(conn)  # a forwarded signal does not interrupt it: recv retries (PEP 475)
     conn.close()
     if not reply.startswith(b"X "):  # the server died under the child: say so, fail the job
         print("genlab: the fork server stopped while running this command", file=sys.stderr)

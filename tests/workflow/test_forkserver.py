@@ -50,11 +50,11 @@ def alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def serving(log: Path):
-    """A server whose children run ``forkserver_target:main``; the environment restored after."""
+def serving(log: Path, target: str = "forkserver_target:main"):
+    """A server whose children run ``target``; the environment restored after."""
     saved = {key: os.environ.get(key) for key in (ENV, "PYTHONPATH")}
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), saved["PYTHONPATH"]]))
-    handle = forkserver.start(log, target="forkserver_target:main")
+    handle = forkserver.start(log, target=target)
     try:
         assert handle is not None
         wait_for(lambda: Path(handle.socket_path).exists(), what="the server's socket")
@@ -78,6 +78,13 @@ def client(server, *args: str, cwd: Path, **env: str) -> subprocess.Popen:
     environment = dict(os.environ, **{ENV: server.socket_path}, **env)
     return subprocess.Popen([sys.executable, "-m", "genlab", *args], cwd=cwd, env=environment,
                             stdout=(cwd / "out.txt").open("w"), stderr=(cwd / "err.txt").open("w"))
+
+
+def sleeping_job(server, pid_file: Path, cwd: Path) -> tuple[subprocess.Popen, int]:
+    """A job whose child sleeps until killed: the client, and the child's pid once it runs."""
+    job = client(server, "sleep", str(pid_file), cwd=cwd)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), what="the child")
+    return job, int(pid_file.read_text())
 
 
 def test_a_job_runs_in_a_child_of_the_server_as_it_would_alone(server, tmp_path: Path) -> None:
@@ -142,10 +149,7 @@ def test_the_commands_status_is_the_jobs(server, tmp_path: Path, args, code, std
 ])
 def test_signals_to_the_client_reach_the_job(server, tmp_path: Path, signum, code,
                                              stderr) -> None:
-    job = client(server, "sleep", str(tmp_path / "pid"), cwd=tmp_path)
-    wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
-             what="the child")
-    child = int((tmp_path / "pid").read_text())
+    job, child = sleeping_job(server, tmp_path / "pid", cwd=tmp_path)
     job.send_signal(signum)
     assert job.wait(timeout=30) == code
     wait_for(lambda: not alive(child), timeout=10, what="the child to end")
@@ -153,10 +157,7 @@ def test_signals_to_the_client_reach_the_job(server, tmp_path: Path, signum, cod
 
 
 def test_a_killed_client_takes_its_job_with_it(server, tmp_path: Path) -> None:
-    job = client(server, "sleep", str(tmp_path / "pid"), cwd=tmp_path)
-    wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
-             what="the child")
-    child = int((tmp_path / "pid").read_text())
+    job, child = sleeping_job(server, tmp_path / "pid", cwd=tmp_path)
     job.kill()
     job.wait(timeout=30)
     wait_for(lambda: not alive(child), timeout=10, what="the orphaned child to be killed")
@@ -166,10 +167,7 @@ def test_a_killed_client_takes_its_job_with_it(server, tmp_path: Path) -> None:
 def test_a_dead_server_fails_its_jobs_and_takes_their_children(tmp_path: Path) -> None:
     with serving(tmp_path / "server.log") as own:
         (tmp_path / "job").mkdir()
-        job = client(own, "sleep", str(tmp_path / "pid"), cwd=tmp_path / "job")
-        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
-                 what="the child")
-        child = int((tmp_path / "pid").read_text())
+        job, child = sleeping_job(own, tmp_path / "pid", cwd=tmp_path / "job")
         own.process.kill()
         assert job.wait(timeout=30) == 1
         assert "the fork server stopped" in (tmp_path / "job/err.txt").read_text()
@@ -284,15 +282,8 @@ def test_real_stages_write_the_same_bytes_forked_as_alone(tmp_path: Path) -> Non
         return outputs_digest(root, chosen)
 
     alone = run_all(dict(env, **{ENV: "0"}))
-    saved = os.environ.get(ENV)
-    handle = forkserver.start(tmp_path / "server.log")
-    try:
-        wait_for(lambda: Path(handle.socket_path).exists(), what="the server's socket")
+    with serving(tmp_path / "server.log", target=forkserver.TARGET) as handle:
         forked = run_all(dict(env, **{ENV: handle.socket_path}))
-    finally:
-        handle.stop()
-        if saved is not None:
-            os.environ[ENV] = saved
     log = (tmp_path / "server.log").read_text()
     assert all(f"genlab --stage {job.stage} " in log for job in chosen), log
     assert f"parsed the stages of {root}" in log  # once, for every child
