@@ -39,8 +39,8 @@ include: "workflow/rules/from_dvc.smk"
 # wrote beside its outputs against the inputs now, whichever engine ran it. reconcile() sets the
 # mtimes Snakemake judges by to say the same (each rule's .genlab/stale/<rule> input).
 # Snakemake's own records (params, input lists), which a run by DVC never updates, must not
-# count: the profiles set mtime as the only rerun trigger (workflow/profiles/default is used
-# when no --profile is given).
+# count: the profiles set mtime as the only rerun trigger (profiles/default, Snakemake's
+# workflow profile, is read on every run; workflow/profiles/slurm says it again).
 if workflow.is_main_process:
     reconcile(workflow.basedir, DVC_JOBS)
 

@@ -234,6 +234,17 @@ def test_snakemake_lint_is_clean(engines) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+def test_snakemake_reads_the_workflow_profile(engines) -> None:
+    """mtime must be Snakemake's only rerun trigger (profiles/default; genlab.workflow.sync),
+    and Snakemake looks for a workflow profile only in profiles/default, beside the Snakefile or
+    in the working folder: from workflow/profiles/ it was silently never read."""
+    _, _, project = engines
+    proc = run(["snakemake", "-n", "--cores", "1"], project, tool_env(), check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "workflow specific profile profiles/default" in proc.stdout + proc.stderr
+    assert "rerun-triggers: mtime" in (project / "profiles/default/config.yaml").read_text()
+
+
 def test_root_files_are_where_the_brief_says() -> None:
     for name in ("Snakefile", "dvc.yaml", "params.yaml", "workflow", "src", "tests"):
         assert (ROOT / name).exists(), name
