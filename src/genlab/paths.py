@@ -10,6 +10,9 @@ from pathlib import PurePosixPath
 DATA = PurePosixPath("data")
 REPORTS = PurePosixPath("reports")
 LOGS = PurePosixPath("logs")
+SRC = PurePosixPath("src")
+"""Where the genlab package's source lives (each stage's code dependencies, as dvc.yaml names
+them)."""
 GATE_STAMP = DATA / "params.checked"
 """The params gate's output: params.yaml was checked (every stage waits on it in DVC)."""
 STAMPS = DATA / "stamps"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from genlab.workflow.adapter import dvc_jobs
+from genlab.workflow.adapter import dvc_jobs, snakemake_inputs
 from genlab.workflow.fingerprint import Hasher, inputs_of, judge, write_stamp
 from genlab.workflow.sync import reconcile, trigger_path
 
@@ -110,8 +110,10 @@ def test_reconcile_sets_what_snakemake_reads(root: Path) -> None:
     for job in jobs:
         trigger = root / trigger_path(job)
         assert trigger.stat().st_mtime_ns == 0
-        newest_input = max((root / d).stat().st_mtime_ns for d in job.deps
-                           if (root / d).is_file())
+        # the inputs Snakemake compares: source files are judged by the fingerprint alone
+        newest_input = max([(root / d).stat().st_mtime_ns
+                            for d in snakemake_inputs(job, jobs, root) if (root / d).is_file()],
+                           default=0)
         assert all((root / o).stat().st_mtime_ns > newest_input for o in job.outs
                    if (root / o).is_file())
     # a stale stage: its trigger gets the reason and a time newer than its outputs
@@ -145,3 +147,18 @@ def test_stamps_hold_content_only_and_the_mtime_cache_stays_in_the_workspace(
     made.write_text(made.read_text().replace("1", "7"))  # same size, new mtime
     assert stale(root) == {"make@a": "output data/made/a.txt was changed after the stage wrote it",
                            "use": "input data/made changed"}
+
+
+def test_a_snapshot_looks_at_each_path_once_and_only_while_open(root: Path) -> None:
+    """judge() asks for the same source files' digests once per stage; within its snapshot each
+    path is looked at once, and a later call sees the file as it is then."""
+    run_all(root)
+    hasher = Hasher.load(root)
+    code = root / "src/code.py"
+    with hasher.snapshot():
+        before = hasher.digest("src/code.py")
+        code.write_text("X = 2  # edited while judging\n")
+        assert hasher.digest("src/code.py") == before
+    assert hasher.digest("src/code.py") not in (None, before)
+    assert set(judge(root, hasher=hasher)) == {"make@a", "make@b", "use"}
+    assert set(stale(root)) == {"make@a", "make@b", "use"}

@@ -5,9 +5,14 @@ template form, ``foreach`` over a params mapping; tests/workflow/test_dag.py com
 with DVC's own parse) and turns each stage into a job description that the Snakefile makes a rule
 of, so the two engines cannot drift apart:
 
-- DVC ``deps`` become Snakemake inputs. A dependency on a folder is expanded: into the outputs of
-  the stages inside it (so Snakemake sees the edges DVC sees), or, for a source folder, into its
-  files (Snakemake compares a folder's own mtime, which file edits do not change).
+- DVC ``deps`` become Snakemake inputs, except the genlab source files (each stage's exact code
+  dependencies, ~100 per stage): a stage's fingerprint holds their hashes, and
+  :func:`genlab.workflow.sync.reconcile` tells Snakemake which stages an edit makes stale, as for
+  params. As inputs they cost every Snakefile parse seconds (the default preset's 341 stages list
+  32,000 of them) and told Snakemake nothing the fingerprint does not. A dependency on a folder is
+  expanded: into the outputs of the stages inside it (so Snakemake sees the edges DVC sees), or,
+  for any other folder, into its files (Snakemake compares a folder's own mtime, which file edits
+  do not change).
 - An output whose name has no extension is a folder (a group stage's ``runs/``): Snakemake gets
   it as ``directory()``, and a dependency on it, or on anything inside it, becomes an input on
   the folder (Snakemake cannot depend on part of another rule's folder; DVC can, and does).
@@ -30,6 +35,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+
+from genlab.paths import SRC
 
 PARAMS_FILE = "params.yaml"
 
@@ -172,24 +179,40 @@ def remember_jobs(root: str | Path) -> None:
         _REMEMBERED[key] = jobs
 
 
+def is_source(path: str) -> bool:
+    """Whether a dependency lies in the genlab source tree (``src/``, as dvc.yaml names it)."""
+    return path.startswith(f"{SRC}/")
+
+
 def is_folder_output(path: str) -> bool:
     """The naming rule of dvc.yaml: a stage's output without a file extension is a folder."""
     return PurePosixPath(path).suffix == ""
 
 
 class _Outputs:
-    """Every stage's outputs, indexed for the questions :func:`snakemake_inputs` asks (string
-    prefixes: PurePosixPath on every dependency of every stage took seconds per parse)."""
+    """Every stage's outputs, indexed for the questions :func:`snakemake_inputs` asks (sets and
+    string prefixes: the default preset's 34,000 dependencies against its outputs by list scans
+    or PurePosixPath took seconds of every Snakefile parse)."""
 
     def __init__(self, jobs: list[Job]) -> None:
         self.gate = {o for j in jobs if j.gate for o in j.outs}
-        self.all = [o for j in jobs for o in j.outs]
-        self.folders = [o for o in self.all if is_folder_output(o)]
+        self.all = {o for j in jobs for o in j.outs}
+        self.folders = {o for o in self.all if is_folder_output(o)}
         self.under: dict[str, list[str]] = {}  # each ancestor folder -> the outputs inside it
-        for o in self.all:
+        for o in sorted(self.all):
             parts = o.split("/")
             for i in range(1, len(parts)):
                 self.under.setdefault("/".join(parts[:i]), []).append(o)
+
+    def enclosing_folder(self, path: str) -> str | None:
+        """The folder output that ``path`` lies inside, if any (outputs never overlap, so there
+        is at most one)."""
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            ancestor = "/".join(parts[:i])
+            if ancestor in self.folders:
+                return ancestor
+        return None
 
 
 _INDEX: dict[int, tuple[list[Job], _Outputs]] = {}
@@ -210,14 +233,18 @@ def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[
     for dep in job.deps:
         if dep in outs.gate:
             continue
-        enclosing = [o for o in outs.folders if dep.startswith(o + "/")]
-        if enclosing:
-            inputs.append(enclosing[0])
+        enclosing = outs.enclosing_folder(dep)
+        if enclosing is not None:
+            inputs.append(enclosing)
             continue
         produced = outs.under.get(dep.rstrip("/"), [])
         if produced:
-            inputs += sorted(produced)
-        elif dep in outs.all or not (root / dep).is_dir():
+            inputs += produced
+        elif dep in outs.all:
+            inputs.append(dep)
+        elif is_source(dep):
+            continue  # judged by the stage's fingerprint (module docstring)
+        elif not (root / dep).is_dir():
             inputs.append(dep)
         else:
             inputs += sorted(

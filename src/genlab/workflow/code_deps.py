@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-SRC = PurePosixPath("src")
-"""Where the genlab package lives, relative to the repository root (as dvc.yaml names it)."""
+from genlab.paths import SRC
 
 
 def _dynamic_studies() -> list[str]:

@@ -70,12 +70,14 @@ SNAKEMAKE_MARKER = ".snakemake_timestamp"
 def _mtimes(root: Path, paths: list[str]) -> list[int]:
     """The mtimes Snakemake reads: a folder's marker file's, when it keeps one inside."""
     found = []
-    for p in paths:
-        full = root / p
-        if (full / SNAKEMAKE_MARKER).exists():
-            full = full / SNAKEMAKE_MARKER
-        if full.exists():
-            found.append(full.stat().st_mtime_ns)
+    for p in paths:  # os.path, not pathlib: ~34,000 paths per Snakefile parse
+        full = os.path.join(root, p)
+        for candidate in (os.path.join(full, SNAKEMAKE_MARKER), full):
+            try:
+                found.append(os.stat(candidate).st_mtime_ns)
+                break
+            except (FileNotFoundError, NotADirectoryError):
+                continue
     return found
 
 
