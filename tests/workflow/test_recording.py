@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import yaml
 from dvc.dependency import param
 from dvc_objects.fs.local import LocalFileSystem
 
@@ -109,3 +110,34 @@ def test_each_dependency_file_is_hashed_once_per_content(tmp_path, monkeypatch) 
     assert "get_hash" not in Dependency.__dict__  # put back: DVC's own again
     Dependency.get_hash(Dep(code))
     assert hashed.count(str(code)) == 3
+
+
+def test_run_cache_entries_are_written_with_libyaml_only_where_dvc_reads_the_same(
+        tmp_path) -> None:
+    """A run-cache entry written inside the commit loads, with DVC's own reader, to the data DVC
+    would have written; where YAML 1.1's writer leaves a string that YAML 1.2 reads as a number
+    ("1e5"), DVC's own writer writes it."""
+    from collections import OrderedDict
+
+    from dvc.utils import serialize
+    from dvc.utils.serialize import load_yaml
+
+    from genlab.workflow.sync import _run_cache_entries_with_libyaml
+
+    entry = OrderedDict([("cmd", "python -m genlab train"), ("deps", [OrderedDict(
+        [("path", "src/genlab/a.py"), ("hash", "md5"), ("md5", "0" * 32), ("size", 12)])]),
+        ("params", {"params.yaml": {"studies.a.lr": 0.001, "studies.a.on": True,
+                                    "studies.a.name": "yes", "studies.a.none": None}}),
+        ("outs", [])])
+    tricky = OrderedDict(entry, params={"params.yaml": {"studies.a.tag": "1e5"}})
+    original = serialize.dump_yaml
+    with _run_cache_entries_with_libyaml():
+        serialize.dump_yaml(str(tmp_path / "fast"), entry)
+        serialize.dump_yaml(str(tmp_path / "tricky"), tricky)
+    assert serialize.dump_yaml is original  # put back
+    original(str(tmp_path / "dvc"), entry)
+    assert load_yaml(str(tmp_path / "fast")) == load_yaml(str(tmp_path / "dvc")) == entry
+    assert (tmp_path / "fast").read_text() != (tmp_path / "dvc").read_text()  # libyaml's text
+    assert load_yaml(str(tmp_path / "tricky"))["params"]["params.yaml"]["studies.a.tag"] == "1e5"
+    # the case the check guards: libyaml's text alone would have become a number
+    assert serialize.parse_yaml(yaml.safe_dump({"tag": "1e5"}), "x") == {"tag": 100000.0}
