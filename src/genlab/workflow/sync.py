@@ -143,13 +143,30 @@ def _print_stale(verdicts: dict[str, Verdict], out) -> None:
         print(f"  ... and {len(shown) - 12} more", file=out)
 
 
-def _locked_stamps(root: Path) -> dict[str, str]:
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    """A file's (mtime, size), None if it is missing."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _read_lock(root: Path) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """dvc.lock's content (an empty one when it is missing), and its :func:`_stat_key` as
+    read."""
+    path = root / "dvc.lock"
+    key = _stat_key(path)
+    lock = (load_yaml(path) or {}) if key is not None else {}
+    lock = {"schema": "2.0", **lock}
+    lock["stages"] = lock.get("stages") or {}
+    return lock, key
+
+
+def _locked_stamps(lock: dict[str, Any]) -> dict[str, str]:
     """Each stage's stamp md5 as dvc.lock records it."""
-    if not (root / "dvc.lock").exists():
-        return {}
-    lock = load_yaml(root / "dvc.lock") or {}
     found = {}
-    for stage, entry in (lock.get("stages") or {}).items():
+    for stage, entry in lock["stages"].items():
         for out in entry.get("outs", []):
             if out.get("path") == str(stamp_path(stage)):
                 found[stage] = out.get("md5")
@@ -177,26 +194,33 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
             _run_gate(root, gate)
     hasher = Hasher.load(root)
     verdicts = judge(root, jobs, hasher)
-    locked = _locked_stamps(root)
+    lock, as_read = _read_lock(root)
+    locked = _locked_stamps(lock)
     todo = [j.stage for j in jobs if verdicts[j.stage].current
             and locked.get(j.stage) != hasher.digest(str(stamp_path(j.stage)))]
     hasher.save(JUDGED)  # sources and files genlab touched
     stale = sorted(v.stage for v in verdicts.values() if not v.current)
     if todo:
-        _commit(root, set(todo))
+        _commit(root, todo, lock, as_read)
     print(f"genlab: recorded {len(todo)} stage(s) in DVC in {time.perf_counter() - t0:.1f} s"
           + (f"; {len(stale)} stale stage(s) left for the next run: {', '.join(stale[:8])}"
              + (" ..." if len(stale) > 8 else "") if stale else ""), file=out)
     return todo
 
 
-def _commit(root: Path, names: set[str]) -> None:
-    """``dvc commit --force`` of these stages, on one index (DVC's CLI collects it per target).
+def _commit(root: Path, names: list[str], lock: dict[str, Any],
+            as_read: tuple[int, int] | None) -> None:
+    """``dvc commit --force`` of these stages (in dvc.yaml's order), each loaded alone from
+    dvc.yaml (DVC's CLI collects an index per target; DVC's index of all 341 stages of the
+    default preset builds an object per dependency of every stage, ~10 s of a one-stage commit).
 
-    The entries are DVC's own (``dvc.stage.serialize.to_lockfile``), but dvc.lock is rewritten
-    here with libyaml: DVC's round-trip rewrite of it takes seconds per call on a lockfile
-    that lists every stage's source files.
+    ``lock`` is dvc.lock as read when it had the (mtime, size) ``as_read``; if it changed before
+    DVC's lock was taken, it is read again for the rewrite. The entries are DVC's own
+    (``dvc.stage.serialize.to_lockfile``), but dvc.lock is rewritten here with libyaml: DVC's
+    round-trip rewrite of it takes seconds per call on a lockfile that lists every stage's
+    source files.
     """
+    from dvc.dvcfile import load_file
     from dvc.repo import Repo
     from dvc.stage.serialize import to_lockfile
 
@@ -209,13 +233,18 @@ def _commit(root: Path, names: set[str]) -> None:
         # question (820 reads, 9 s of the default preset's recording); nothing is staged while
         # we commit, so one read answers them all
         repo.scm.is_tracked = _tracked_from_one_index_read(repo.scm)
-        stages = [s for s in repo.index.stages if s.name in names]
+        dvcfile = load_file(repo, str(root / "dvc.yaml"))
+        # what DVC merges into the stages it loads is their lock entries: given here from the
+        # parse above (libyaml), not DVC's ruamel parse of the whole lockfile (~3 s at 341
+        # stages); stage.save() recomputes every hash in them anyway
+        dvcfile.__dict__["lockfile_contents"] = {"schema": "2.0", "stages": {
+            name: copy.deepcopy(lock["stages"][name]) for name in names if name in lock["stages"]}}
+        stages = [dvcfile.stages[name] for name in names]
         for stage in stages:
             stage.save()  # hashes deps and outs; the run-cache entry is right: the stage is current
             stage.commit()
-        lock = (load_yaml(lock_path) or {}) if lock_path.exists() else {}
-        lock = {"schema": "2.0", **lock}
-        lock.setdefault("stages", {})
+        if _stat_key(lock_path) != as_read:  # changed since it was read
+            lock = _read_lock(root)[0]
         for stage in stages:  # DVC's OrderedDicts as plain ones (the order is kept)
             lock["stages"].update(json.loads(json.dumps(to_lockfile(stage))))
         dump = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
