@@ -245,11 +245,22 @@ def _commit(root: Path, names: list[str], lock: dict[str, Any],
             stage.commit()
         if _stat_key(lock_path) != as_read:  # changed since it was read
             lock = _read_lock(root)[0]
-        for stage in stages:  # DVC's OrderedDicts as plain ones (the order is kept)
-            lock["stages"].update(json.loads(json.dumps(to_lockfile(stage))))
-        dump = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
-        write_text(lock_path, yaml.dump(lock, Dumper=dump, sort_keys=False,
-                                        default_flow_style=False, allow_unicode=True))
+        for stage in stages:
+            lock["stages"].update(_plain(to_lockfile(stage)))
+        write_text(lock_path, _libyaml_text(lock))
+
+
+def _plain(data: Any) -> Any:
+    """DVC's OrderedDicts as plain dicts and lists (the order is kept)."""
+    return json.loads(json.dumps(data))
+
+
+def _libyaml_text(data: Any) -> str:
+    """Plain data as block-style YAML by libyaml (where PyYAML has it): the form of dvc.lock and
+    of the run-cache entries genlab writes for DVC."""
+    dumper = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True)
 
 
 def _tracked_from_one_index_read(scm: Any) -> Callable[[str], bool]:
@@ -345,13 +356,11 @@ def _run_cache_entries_with_libyaml() -> Iterator[None]:
     from dvc.utils.serialize import parse_yaml
 
     original = serialize.dump_yaml
-    dumper = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
 
     def dump_yaml(path: Any, data: Any, fs: Any = None, **kwargs: Any) -> Any:
         if fs is None and not kwargs and isinstance(path, str):
-            plain = json.loads(json.dumps(data))  # DVC's OrderedDicts as plain ones, in order
-            text = yaml.dump(plain, Dumper=dumper, sort_keys=False, default_flow_style=False,
-                             allow_unicode=True)
+            plain = _plain(data)
+            text = _libyaml_text(plain)
             if parse_yaml(text, path) == plain:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(text)
