@@ -53,7 +53,7 @@ def test_presets_differ_in_sizes_only() -> None:
 
     trees = [yaml.safe_load(shipped_text(name)) for name in SHIPPED]
     assert all(keys(t) == keys(trees[0]) for t in trees)
-    assert sorted(t["scale"] for t in trees) == ["ci", "default", "paper"]
+    assert sorted(t["scale"] for t in trees) == ["ci", "cpu", "default", "paper"]
 
 
 def test_negative_lr_names_key_bound_and_value(raw: dict) -> None:
@@ -64,7 +64,8 @@ def test_negative_lr_names_key_bound_and_value(raw: dict) -> None:
 def test_literal_lists_allowed_values(raw: dict) -> None:
     raw["scale"] = "huge"
     message = error_of(raw)
-    assert "scale:" in message and "'ci', 'default' or 'paper'" in message and "'huge'" in message
+    assert "scale:" in message and "'huge'" in message
+    assert "'ci', 'default', 'cpu' or 'paper'" in message
 
 
 def test_unknown_key_is_rejected_with_allowed_keys(raw: dict) -> None:

@@ -14,7 +14,7 @@ from genlab.config import load_params, parse_yaml, validate_params
 from genlab.presets import PRESETS_DIR, REPLACED, PresetError, available, merge, preset_text
 from tests_support import ROOT
 
-PRESETS = ["ci", "paper"]
+PRESETS = ["ci", "cpu", "paper"]
 
 # Key facts of the full preset files these overrides replaced (their data, descriptions aside,
 # was checked equal to the merged text when the overrides were derived from them).
@@ -33,6 +33,12 @@ FACTS = {
         ("studies", "mislabel_detection", "mlp"): {"hidden": [16], "activation": "tanh",
                                                    "l2": 0.001},
         ("studies", "neural_collapse", "recipe", "steps"): 1000,
+    },
+    "cpu": {  # the default preset's sizes: every run of a study is its run in the cpu preset
+        ("scale",): "cpu",
+        ("studies", "random_labels", "data", "n_train"): 1000,
+        ("studies", "repetition", "enabled"): True,
+        ("studies", "measures_grid", "grid", "mnist1d", "width"): [64, 256],
     },
     "paper": {
         ("scale",): "paper",
@@ -54,6 +60,12 @@ RUNS = {
            "deep_double_descent": 6, "influence_mnist1d": 2,
            "mislabel_mnist1d": 2, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3,
            "label_sharpness": 4},
+    "cpu": {"random_labels": 9, "benign_oscillation": 20, "double_descent": 5, "eos_gd": 6,
+            "sgd_stability": 18, "intrinsic_dim": 27, "influence": 6, "influence_mnist1d": 6,
+            "mislabel_detection": 6, "mislabel_mnist1d": 6, "measures_grid": 192,
+            "neural_collapse": 6, "mnist1d_baselines": 18, "layer_id": 18,
+            "deep_double_descent": 27, "layer_rotation": 33, "full_batch_gd": 25,
+            "repetition": 15, "label_sharpness": 30},
     "paper": {"random_labels": 25, "double_descent": 20, "benign_oscillation": 80, "eos_gd": 10,
               "sgd_stability": 50, "intrinsic_dim": 50, "influence": 10, "mislabel_detection": 10,
               "measures_grid": 3645, "neural_collapse": 10, "mnist1d_baselines": 60,
@@ -125,7 +137,7 @@ def test_a_typo_in_a_preset_file_names_the_file_and_key(tmp_path: Path) -> None:
 
 
 def test_an_unknown_preset_lists_the_available_ones() -> None:
-    with pytest.raises(PresetError, match="available: ci, paper"):
+    with pytest.raises(PresetError, match="available: ci, cpu, paper"):
         preset_text("huge", ROOT)
     with pytest.raises(PresetError, match="no preset"):
         preset_text("../params", ROOT)
@@ -144,7 +156,7 @@ def test_a_generated_params_yaml_is_not_a_base(tmp_path: Path) -> None:
 # --- the shipped presets ----------------------------------------------------------------------
 
 
-def test_the_shipped_presets_are_ci_and_paper() -> None:
+def test_the_shipped_presets_are_ci_cpu_and_paper() -> None:
     assert available(ROOT) == PRESETS
 
 
@@ -157,6 +169,22 @@ def test_merged_preset_validates_and_keeps_the_old_presets_sizes(name: str) -> N
     for path, value in FACTS[name].items():
         assert at(data, path) == value, path
     assert {s: len(params.study(s).runs) for s in data["studies"]} == RUNS[name]
+    assert not params.switched_off  # every preset but the default runs every study
+
+
+def test_the_default_preset_is_a_subset_of_the_cpu_preset() -> None:
+    """`make reproduce`'s first run holds some of the cpu preset's studies, and of
+    measures_grid some tasks: every run it holds is the cpu preset's run with the same settings,
+    so its numbers are the cpu preset's for those runs."""
+    default = load_params(ROOT / "params.yaml")
+    cpu = validate_params(parse_yaml(preset_text("cpu", ROOT)))
+    assert default.scale == "default" and default.switched_off
+    assert set(default.declared_studies()) < set(cpu.declared_studies())
+    for name, study in default.declared_studies().items():
+        full = cpu.study(name)
+        assert study.runs and study.runs.items() <= full.runs.items(), name
+        assert study.model_dump(exclude={"runs", "grid"}) == \
+            full.model_dump(exclude={"runs", "grid"}), name
 
 
 @pytest.mark.parametrize("name", PRESETS)

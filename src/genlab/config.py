@@ -58,7 +58,7 @@ Studies = _studies_model()
 class Params(FrozenModel):
     """The whole of ``params.yaml``."""
 
-    scale: Literal["ci", "default", "paper"] = Field(
+    scale: Literal["ci", "default", "cpu", "paper"] = Field(
         description="Which size preset this file is (workflow/presets/); sizes only, same code.")
     runtime: RuntimeSettings = RuntimeSettings()
     report: ReportSettings = ReportSettings()
@@ -369,10 +369,25 @@ def settings_hash(settings: BaseModel | Mapping[str, Any]) -> str:
 def params_json_schema() -> dict[str, Any]:
     """The JSON schema of ``params.yaml``, generated from the typed model."""
     schema = Params.model_json_schema()
+    _allow_switch_off(schema)
     _constrain_keys(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "genlab params.yaml"
     return schema
+
+
+def _allow_switch_off(schema: dict[str, Any]) -> None:
+    """Every study's block may say ``enabled:`` (:meth:`Params._switch_off` reads and removes it
+    before the study's own model sees the block, so the model does not list it)."""
+    defs = schema["$defs"]
+    for study in defs["Studies"]["properties"].values():
+        for option in study["anyOf"]:
+            if "$ref" in option:
+                block = defs[option["$ref"].rsplit("/", 1)[-1]]
+                block["properties"] = {"enabled": {
+                    "type": "boolean", "default": True,
+                    "description": "false switches the study off: still validated, no stages, "
+                                   "listed in the report as not run"}, **block["properties"]}
 
 
 def _constrain_keys(node: Any) -> None:

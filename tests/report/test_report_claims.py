@@ -12,6 +12,7 @@ import pytest
 from report_support import CLAIM, PRESENT, render_workspace
 
 from genlab.cli import main
+from genlab.config import load_params
 from genlab.io import read_json, write_json
 from genlab.report.tally import lines, tally
 
@@ -36,6 +37,9 @@ def test_tally_counts_kinds_apart_and_names_what_did_not_reproduce() -> None:
     assert lines([old, CONTROL, EFFECT]) == [
         "literature claims (2): 1 reproduced, 1 inconclusive", "controls (1): 1 passed",
         f"  inconclusive: {PRESENT}/falls"]
+    assert lines([CONTROL], switched_off=["eos_gd", "repetition"])[-1] == (
+        "studies switched off in params.yaml, their claims not run (2): eos_gd, repetition; "
+        "`genlab preset cpu --out params.yaml` runs every study")
     with pytest.raises(ValueError, match="status 'reproduced' is not one of a control"):
         tally([{**CONTROL, "status": "reproduced"}])
 
@@ -88,7 +92,9 @@ def test_results_page_is_written_from_claims_json_with_where_it_was_measured(
     claims = report_workspace / "reports/claims.json"
     document = read_json(claims)
     assert set(document["provenance"]) == {"git_commit", "genlab_version", "scale",
-                                           "params_sha256"}
+                                           "params_sha256", "switched_off"}
+    assert document["provenance"]["switched_off"] == list(
+        load_params(report_workspace / "params.yaml").switched_off)
     out = tmp_path / "results.md"
     assert main(["results", str(claims), "--out", str(out)]) == 0
     page = out.read_text()

@@ -45,7 +45,7 @@ def markdown(document: Mapping[str, Any], today: str) -> str:
            "units (seeds, each with its own data draw): reproduced when the whole interval "
            "satisfies the rule, not reproduced when none of it does, inconclusive when it "
            "straddles the threshold. Controls (checks that hold by construction) are counted "
-           "apart.", "", "```", *lines(claims), "```", ""]
+           "apart.", "", "```", *lines(claims, prov.get("switched_off", ())), "```", ""]
     for kind, title in KIND_TITLE.items():
         mine = [c for c in claims if kind_of(c) == kind]
         if not mine:

@@ -50,8 +50,9 @@ def tally(claims: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def lines(claims: list[Mapping[str, Any]]) -> list[str]:
-    """One line per kind with its counts, then the literature claims that did not reproduce."""
+def lines(claims: list[Mapping[str, Any]], switched_off: Iterable[str] = ()) -> list[str]:
+    """One line per kind with its counts, then the literature claims that did not reproduce,
+    then the studies switched off in params.yaml (their claims were not run at all)."""
     out = []
     for kind, counts in tally(claims).items():
         total = sum(counts.values())
@@ -63,6 +64,9 @@ def lines(claims: list[Mapping[str, Any]]) -> list[str]:
                  for c in claims if kind_of(c) == "literature" and c["status"] == status]
         if named:
             out.append(f"  {LABEL[status]}: {', '.join(named)}")
+    if off := list(switched_off):
+        out.append(f"studies switched off in params.yaml, their claims not run ({len(off)}): "
+                   f"{', '.join(off)}; `genlab preset cpu --out params.yaml` runs every study")
     return out
 
 
@@ -70,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     """``genlab claims``: print the counts of reports/claims.json."""
     from genlab.io import read_json
 
-    path = Path(args.claims)
-    for line in lines(read_json(path)["claims"]):
+    document = read_json(Path(args.claims))
+    switched_off = document.get("provenance", {}).get("switched_off", ())
+    for line in lines(document["claims"], switched_off):
         print(line)
     return 0

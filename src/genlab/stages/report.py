@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         # what `genlab results` states the claims were measured at
         "provenance": {"git_commit": report.provenance["git_commit"],
                        "genlab_version": report.provenance["genlab_version"],
-                       "scale": report.scale, "params_sha256": report.params_sha256},
+                       "scale": report.scale, "params_sha256": report.params_sha256,
+                       "switched_off": list(params.switched_off)},
         "claims": [c for c in report.claims]})
     write_json(args.out / "metrics.json", claim_metrics(report.claims))
     print(f"report written to {args.out / 'index.html'}")
