@@ -11,7 +11,7 @@ testing (12,000: a smooth test curve); each training label redrawn uniformly ove
 classes with probability 0.15 (the draw's own corruption draws, so wrong for ~13.5%); a ReLU
 MLP with two hidden layers of the run's width (the notebook sweeps 2-300) trained by SGD (lr
 0.01, momentum 0.9, batches of 100) for a fixed number of steps (the notebook: 500 epochs,
-20,000 steps; the default preset halves it for a CPU budget, the paper preset keeps it), no
+20,000 steps; the cpu preset halves it for a CPU budget, the paper preset keeps it), no
 stop; the paper preset adds the notebook's CNN (MNIST-1D's ConvBase, the width as channels).
 
 Claims, per architecture, over seeds (each its own series, label noise, initialisation and

@@ -9,7 +9,7 @@ paper shows it for a ResNet-18 on CIFAR-10 (SGD 95.70%; full batch 75.42% with S
 87.36% trained longer, 93.75% clipped, 95.54% with the penalty; its Table 1, with augmentation).
 
 Setup: each seed draws its own MNIST-1D set (1,000 training and 1,500 test series in the
-default preset; the package's 4,000 / 1,000 in the paper preset) and initialises MNIST-1D's CNN
+cpu preset; the package's 4,000 / 1,000 in the paper preset) and initialises MNIST-1D's CNN
 (ConvBase, 5,210 parameters, as in ``mnist1d_baselines``); the runs of one seed share both. The
 recipes follow the paper's code (``config/hyp``: ``base_sgd``, ``fb2``, ``fbclip``,
 ``gradreg``) scaled to the budget: SGD with Nesterov momentum 0.9, weight decay 5e-4, peak step

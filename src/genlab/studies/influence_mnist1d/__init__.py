@@ -7,7 +7,7 @@ set, the linear datamodeling score (LDS) of each method against models retrained
 halves of it.
 
 Setup: each seed draws its own MNIST-1D set (Greydanus 2020; 40-step series, 10 classes; the
-default preset 1,000 training and 250 test series). Two models with ten logits and the cross
+cpu preset 1,000 training and 250 test series). Two models with ten logits and the cross
 entropy: multinomial L2 logistic regression (410 parameters) and a 40-16-10 tanh MLP (826),
 both fitted in float64 to a stationary point of (1/n) Σ ℓᵢ + (λ/2)‖θ‖² (max|∇| ≤ 1e-9,
 :mod:`genlab.train.full_batch`), λ = 1e-2, the influence damping. dattri trains its MNIST models

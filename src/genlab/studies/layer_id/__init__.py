@@ -20,7 +20,7 @@ layer's channels x positions as one vector) and the logits, on the test inputs, 
 and after training (:func:`genlab.analyses.dimension.representations.layer_representations`).
 
 Claims, per dataset and architecture, over seeds (each its own draw of the data and the random
-labels); the default preset runs the CNN on MNIST-1D only (a 1-D CNN over an image's flattened
+labels); the cpu preset runs the CNN on MNIST-1D only (a 1-D CNN over an image's flattened
 rows would not be the architecture the claim is about):
 
 1. ``hunchback``: in the clean network, the largest hidden-layer ID exceeds both the input's ID

@@ -20,12 +20,12 @@ over the SGD runs > 0; with Layca, the mean test accuracy of the runs whose ever
 cosine distance ≥ ``high`` (0.9) above that of the runs whose every layer stays below ``low``
 (0.3). A diverged run is left out and named.
 
-What the default preset's fixed budget means for the claims (found in its first run, not
-changed after it): the runs do not all fit their training set (SGD at η = 0.003 ends at ~20%
-training accuracy, Layca at ~75%), so the accuracy-rotation correlation over the SGD runs also
-measures how far each run got in training (each run's final training accuracy is in the claim's
-numbers); and the only Layca rate that turns every layer to ≥ 0.9 (ρ = 0.3) turns them so fast
-that the network does not train (chance accuracy), which decides the Layca claim. The paper
-trains every configuration to ~100% training accuracy; the paper preset's 10,000 steps are the
-place to test that regime.
+What the cpu preset's fixed budget (the default preset's before 9f88e97) means for the claims
+(found in its first run, not changed after it): the runs do not all fit their training set (SGD
+at η = 0.003 ends at ~20% training accuracy, Layca at ~75%), so the accuracy-rotation
+correlation over the SGD runs also measures how far each run got in training (each run's final
+training accuracy is in the claim's numbers); and the only Layca rate that turns every layer to
+≥ 0.9 (ρ = 0.3) turns them so fast that the network does not train (chance accuracy), which
+decides the Layca claim. The paper trains every configuration to ~100% training accuracy; the
+paper preset's 10,000 steps are the place to test that regime.
 """

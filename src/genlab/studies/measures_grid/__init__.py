@@ -9,9 +9,9 @@ within the groups where only hyperparameter i varies) and a conditional-mutual-i
 (the least information a measure carries about the gap once any one or two hyperparameters are
 known). :mod:`genlab.analyses.measures.ranking` has the three statistics.
 
-Setup (scaled down, notes/science.md section 6), on two tasks in the default preset and three in
-the paper preset (the claims' conditions), each seed its own draw of the task and its own grid of
-models:
+Setup (scaled down, notes/science.md section 6), on two tasks in the cpu preset (the default
+preset runs the teacher task alone) and three in the paper preset (the claims' conditions), each
+seed its own draw of the task and its own grid of models:
 
 - ``teacher``: a random tanh teacher labels Gaussian inputs; ReLU MLPs over depth × width ×
   learning rate × batch size × weight decay, SGD with momentum on the cross-entropy until the
@@ -37,10 +37,10 @@ train accuracy − test accuracy (Jiang et al.'s, which at 100% training accurac
 error). The report ranks every measure per task by τ, Ψ and the CMI score, each with a 95%
 percentile bootstrap interval over models (``ranking_resamples``).
 
-Differences from Jiang et al. Two levels per axis in the default preset (three in the paper
+Differences from Jiang et al. Two levels per axis in the default and cpu presets (three in the paper
 preset), ≥ 3 seeds per configuration; dropout and the optimizer are not varied (the vectorised
 trainer runs SGD without dropout); the CNN family (paper preset only: its grid costs more than
-the default's CPU budget) is small plain CNNs, not Network-in-Network; the teacher task stops at
+the cpu preset's budget) is small plain CNNs, not Network-in-Network; the teacher task stops at
 an accuracy, not a cross-entropy. The runs are trained in groups that share (depth, width, batch
 size), the ensemble's constraint; within a group the learning rate, weight decay and seed vary
 per model.
