@@ -157,7 +157,9 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
     for name in params.switched_off:
         missing.append(MissingStudy(name=name, title=STUDIES[name].title,
                                     description=params.studies_block(name).description,
-                                    reason="switched off in params.yaml (enabled: false)"))
+                                    reason="switched off in params.yaml (enabled: false); the cpu "
+                                           "preset runs every study (genlab preset cpu "
+                                           "--out params.yaml)"))
     for name, config in declared.items():
         folder = study_dirs.get(name)
         absent = [f for f in ("summary.json", "summary.parquet")
