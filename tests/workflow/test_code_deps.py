@@ -42,12 +42,20 @@ def test_closure_follows_every_import_that_runs(tmp_path: Path) -> None:
                                           "src/genlab/c/f.py"]
 
 
+def preset_stages(preset: str) -> dict[str, dict]:
+    """The dvc.yaml stages of a preset (``default``: params.yaml itself), by name."""
+    from genlab.config import load_params, parse_yaml, validate_params
+    from genlab.presets import preset_text
+
+    params = (load_params(ROOT / "params.yaml") if preset == "default"
+              else validate_params(parse_yaml(preset_text(preset, ROOT))))
+    return yaml.safe_load(render(params, ROOT))["stages"]
+
+
 @pytest.fixture(scope="module")
 def stages() -> dict[str, dict]:
-    from genlab.config import load_params
-
-    text = render(load_params(ROOT / "params.yaml"), ROOT)
-    return {name: st.get("do", st) for name, st in yaml.safe_load(text)["stages"].items()}
+    """Every study's stages: the cpu preset's (the default switches ten studies off)."""
+    return {name: st.get("do", st) for name, st in preset_stages("cpu").items()}
 
 
 def test_no_stage_depends_on_a_whole_source_folder(stages) -> None:
@@ -97,21 +105,49 @@ def test_committed_dvc_yaml_is_current() -> None:
 
 
 @pytest.mark.parametrize("preset", ["ci", "paper"])
-def test_a_preset_differs_from_the_committed_dvc_yaml_only_in_its_seeds_data_stages(
+def test_a_preset_differs_from_the_cpu_presets_dvc_yaml_only_in_its_seeds_data_stages(
         preset: str) -> None:
-    """Every preset declares the same studies and analyses; its seeds differ, and so its
-    per-seed stages (synthesize; a grouped study's train): switching presets, `genlab dag
-    --write` (Snakemake does it itself; DVC's gate asks for it) renders those and nothing else
-    differs in kind."""
-    from genlab.config import load_params, parse_yaml, validate_params
-    from genlab.presets import preset_text
-
-    default = yaml.safe_load(render(load_params(ROOT / "params.yaml"), ROOT))["stages"]
-    other = yaml.safe_load(render(validate_params(parse_yaml(preset_text(preset, ROOT))),
-                                  ROOT))["stages"]
-    differ = set(default) ^ set(other)
+    """The presets that run every study declare the same studies and analyses; their seeds
+    differ, and so their per-seed stages (synthesize; a grouped study's train): switching
+    presets, `genlab dag --write` (Snakemake does it itself; DVC's gate asks for it) renders
+    those and nothing else differs in kind."""
+    full, other = preset_stages("cpu"), preset_stages(preset)
+    differ = set(full) ^ set(other)
     assert differ and all(re.search("_(synthesize|train)_s[0-9]+$", stage) for stage in differ), (
         sorted(differ))
+
+
+def test_the_default_dvc_yaml_is_the_cpu_presets_without_the_switched_off_studies() -> None:
+    """The default preset (the committed dvc.yaml) is the cpu preset with ten studies switched
+    off and measures_grid's MNIST-1D grid left out: it has no stage of those studies, and every
+    stage it has is the cpu preset's, the same command on the same tracked params, with the same
+    files or fewer (measures_grid's runs; the report's summaries)."""
+    from genlab.config import load_params
+
+    off = load_params(ROOT / "params.yaml").switched_off
+    default, full = preset_stages("default"), preset_stages("cpu")
+
+    def study_of(stage: str) -> str:  # the longest study prefix: influence_mnist1d's stages
+        return max((s for s in off if stage.startswith(f"{s}_")), key=len, default="")
+
+    assert off and set(full) - set(default) == {s for s in full if study_of(s)}
+    fewer = set()
+    for name, stage in default.items():
+        other = full[name]
+        assert stage.keys() == other.keys(), name
+        for key in stage:
+            if key in ("deps", "outs") and stage[key] != other[key]:
+                assert set(map(str, stage[key])) < set(map(str, other[key])), (name, key)
+                fewer.add(name)
+            elif name == "check_params" and key == "cmd":  # its --layout names the stage set
+                assert stage[key].split(" --layout ")[0] == other[key].split(" --layout ")[0]
+            elif name == "report" and key == "cmd":  # the summaries of the studies that run
+                assert stage[key].split() == [w for w in other[key].split()
+                                              if w not in {f"data/{s}" for s in off}]
+            else:
+                assert stage[key] == other[key], (name, key)
+    assert {re.sub("_train_s[0-9]+$", "_train", n) for n in fewer} == {
+        "measures_grid_train", "report"}, sorted(fewer)
 
 
 def test_write_skips_rendering_until_params_code_or_dvc_yaml_change(

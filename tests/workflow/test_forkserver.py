@@ -74,10 +74,14 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 
 def client(server, *args: str, cwd: Path, **env: str) -> subprocess.Popen:
-    """``python -m genlab ARGS`` as a Snakemake job starts it, its streams in files under cwd."""
+    """``python -m genlab ARGS`` as a Snakemake job starts it, its streams in files under cwd,
+    with SIGINT at its default as under an interactive shell: a suite run in the background of
+    a shell without job control inherits SIGINT ignored, which the job would rightly keep
+    (test_an_ignored_sigint_stays_ignored)."""
     environment = dict(os.environ, **{ENV: server.socket_path}, **env)
     return subprocess.Popen([sys.executable, "-m", "genlab", *args], cwd=cwd, env=environment,
-                            stdout=(cwd / "out.txt").open("w"), stderr=(cwd / "err.txt").open("w"))
+                            stdout=(cwd / "out.txt").open("w"), stderr=(cwd / "err.txt").open("w"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def sleeping_job(server, pid_file: Path, cwd: Path) -> tuple[subprocess.Popen, int]:
