@@ -12,7 +12,7 @@ import yaml
 from genlab.cli import main
 from genlab.config import load_params, parse_yaml, validate_params
 from genlab.presets import PRESETS_DIR, REPLACED, PresetError, available, merge, preset_text
-from tests_support import ROOT
+from tests_support import ROOT, preset_params
 
 PRESETS = ["ci", "cpu", "paper"]
 
@@ -176,8 +176,7 @@ def test_the_default_preset_is_a_subset_of_the_cpu_preset() -> None:
     """`make reproduce`'s first run holds some of the cpu preset's studies, and of
     measures_grid some tasks: every run it holds is the cpu preset's run with the same settings,
     so its numbers are the cpu preset's for those runs."""
-    default = load_params(ROOT / "params.yaml")
-    cpu = validate_params(parse_yaml(preset_text("cpu", ROOT)))
+    default, cpu = preset_params("default"), preset_params("cpu")
     assert default.scale == "default" and default.switched_off
     assert set(default.declared_studies()) < set(cpu.declared_studies())
     for name, study in default.declared_studies().items():

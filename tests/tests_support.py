@@ -20,6 +20,17 @@ def ci_params_text() -> str:
     return preset_text("ci", ROOT)
 
 
+def preset_params(name: str):
+    """The validated params of a preset: params.yaml for ``default``, else merged with its
+    overrides (genlab.presets)."""
+    from genlab.config import load_params, parse_yaml, validate_params
+    from genlab.presets import preset_text
+
+    if name == "default":
+        return load_params(ROOT / "params.yaml")
+    return validate_params(parse_yaml(preset_text(name, ROOT)))
+
+
 def tool_env(home: Path | None = None) -> dict[str, str]:
     """Environment for subprocesses: this interpreter's tools first, git identity, and a HOME of
     the test's own so nothing touches the user's caches or DVC remote."""

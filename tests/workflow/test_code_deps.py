@@ -10,7 +10,7 @@ import yaml
 
 from genlab.workflow.code_deps import CodeDeps
 from genlab.workflow.generate import render
-from tests_support import ROOT
+from tests_support import ROOT, preset_params
 
 TRACE = "src/genlab/analyses/curvature/trace.py"
 
@@ -44,12 +44,7 @@ def test_closure_follows_every_import_that_runs(tmp_path: Path) -> None:
 
 def preset_stages(preset: str) -> dict[str, dict]:
     """The dvc.yaml stages of a preset (``default``: params.yaml itself), by name."""
-    from genlab.config import load_params, parse_yaml, validate_params
-    from genlab.presets import preset_text
-
-    params = (load_params(ROOT / "params.yaml") if preset == "default"
-              else validate_params(parse_yaml(preset_text(preset, ROOT))))
-    return yaml.safe_load(render(params, ROOT))["stages"]
+    return yaml.safe_load(render(preset_params(preset), ROOT))["stages"]
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +117,7 @@ def test_the_default_dvc_yaml_is_the_cpu_presets_without_the_switched_off_studie
     off and measures_grid's MNIST-1D grid left out: it has no stage of those studies, and every
     stage it has is the cpu preset's, the same command on the same tracked params, with the same
     files or fewer (measures_grid's runs; the report's summaries)."""
-    from genlab.config import load_params
-
-    off = load_params(ROOT / "params.yaml").switched_off
+    off = preset_params("default").switched_off
     default, full = preset_stages("default"), preset_stages("cpu")
 
     def study_of(stage: str) -> str:  # the longest study prefix: influence_mnist1d's stages

@@ -12,6 +12,7 @@ from typing import Any
 from genlab import __version__
 from genlab.config import Params, settings_hash
 from genlab.io import read_json, read_parquet
+from genlab.report.tally import EVERY_STUDY
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,7 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
         missing.append(MissingStudy(name=name, title=STUDIES[name].title,
                                     description=params.studies_block(name).description,
                                     reason="switched off in params.yaml (enabled: false); the cpu "
-                                           "preset runs every study (genlab preset cpu "
-                                           "--out params.yaml)"))
+                                           f"preset runs every study ({EVERY_STUDY})"))
     for name, config in declared.items():
         folder = study_dirs.get(name)
         absent = [f for f in ("summary.json", "summary.parquet")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from genlab.report.tally import KIND_TITLE, LABEL, kind_of, lines, number_text
+from genlab.report.tally import KIND_TITLE, LABEL, document_lines, kind_of, number_text
 
 
 def _effect(claim: Mapping[str, Any]) -> str:
@@ -45,7 +45,7 @@ def markdown(document: Mapping[str, Any], today: str) -> str:
            "units (seeds, each with its own data draw): reproduced when the whole interval "
            "satisfies the rule, not reproduced when none of it does, inconclusive when it "
            "straddles the threshold. Controls (checks that hold by construction) are counted "
-           "apart.", "", "```", *lines(claims, prov.get("switched_off", ())), "```", ""]
+           "apart.", "", "```", *document_lines(document), "```", ""]
     for kind, title in KIND_TITLE.items():
         mine = [c for c in claims if kind_of(c) == kind]
         if not mine:

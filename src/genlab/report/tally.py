@@ -19,6 +19,8 @@ LABEL = {"reproduced": "reproduced", "not_reproduced": "not reproduced",
          "inconclusive": "inconclusive", "not_run": "not run", "passed": "passed",
          "failed": "failed"}
 KIND_TITLE = {"literature": "literature claims", "control": "controls"}
+EVERY_STUDY = "genlab preset cpu --out params.yaml"
+"""The command that switches every study on (the cpu preset), named wherever a study is off."""
 
 
 def number_text(value: object) -> str:
@@ -66,16 +68,19 @@ def lines(claims: list[Mapping[str, Any]], switched_off: Iterable[str] = ()) -> 
             out.append(f"  {LABEL[status]}: {', '.join(named)}")
     if off := list(switched_off):
         out.append(f"studies switched off in params.yaml, their claims not run ({len(off)}): "
-                   f"{', '.join(off)}; `genlab preset cpu --out params.yaml` runs every study")
+                   f"{', '.join(off)}; `{EVERY_STUDY}` runs every study")
     return out
+
+
+def document_lines(document: Mapping[str, Any]) -> list[str]:
+    """:func:`lines` for a claims.json document (``{"provenance": ..., "claims": [...]}``)."""
+    return lines(document["claims"], document.get("provenance", {}).get("switched_off", ()))
 
 
 def run(args: argparse.Namespace) -> int:
     """``genlab claims``: print the counts of reports/claims.json."""
     from genlab.io import read_json
 
-    document = read_json(Path(args.claims))
-    switched_off = document.get("provenance", {}).get("switched_off", ())
-    for line in lines(document["claims"], switched_off):
+    for line in document_lines(read_json(Path(args.claims))):
         print(line)
     return 0
