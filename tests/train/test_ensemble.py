@@ -170,8 +170,9 @@ def test_groups_of_models_train_as_one_batch(tiny_mixture, tiny_mlp, tiny_sgd,
 @pytest.mark.parametrize(("change", "match"), [
     ({"eval_every": 5}, "share eval_every"),
     ({"batch_size": 10}, "share batch_size"),
-    ({"optimizer": "adam", "momentum": 0.0}, "SGD on cross-entropy"),
-    ({"loss": "mse"}, "SGD on cross-entropy"),
+    ({"optimizer": "adam", "momentum": 0.0}, "share optimizer"),
+    ({"optimizer": "gd", "batch_size": None}, "SGD or Adam on cross-entropy"),
+    ({"loss": "mse"}, "SGD or Adam on cross-entropy"),
 ])
 def test_settings_it_cannot_batch_are_refused(tiny_mixture, tiny_mlp, tiny_sgd, change,
                                               match) -> None:
@@ -195,10 +196,108 @@ def test_inputs_that_do_not_line_up_are_refused(tiny_mixture, tiny_mlp, tiny_sgd
     with pytest.raises(ValueError, match="same architecture"):
         train_classifier_ensemble([models[0], other], x, labels[:2], x_test, y_test,
                                   [tiny_sgd] * 2, _generators(2))
+    with pytest.raises(ValueError, match="3 input sets for 2 models"):
+        train_classifier_ensemble(models, [x] * 3, labels[:2], x_test, y_test, [tiny_sgd] * 2,
+                                  _generators(2))
+    with pytest.raises(ValueError, match="y_test must have shape"):
+        train_classifier_ensemble(models, x, labels[:2], [x_test] * 2, y_test[:-1],
+                                  [tiny_sgd] * 2, _generators(2))
+    with pytest.raises(ValueError, match="one shape"):
+        train_classifier_ensemble(models, x, labels[:2], x_test[:, :-1], y_test, [tiny_sgd] * 2,
+                                  _generators(2))
     dropout = [nn.Sequential(nn.Linear(x.shape[1], 4), nn.Dropout(0.0), nn.Linear(4, n_classes))]
     with pytest.raises(ValueError, match="method='bmm' needs"):
         train_classifier_ensemble(dropout, x, labels[0], x_test, y_test, [tiny_sgd],
                                   _generators(1), method="bmm")
+
+
+def _adam(sgd: TrainSettings, **change) -> TrainSettings:
+    return sgd.model_copy(update={"optimizer": "adam", "momentum": 0.0, "lr": 0.01, **change})
+
+
+@pytest.mark.parametrize("method", ["bmm", "vmap"])
+def test_adam_matches_the_loop_model_by_model(tiny_mixture, tiny_mlp, tiny_sgd, method) -> None:
+    x, labels, x_test, y_test, n_classes = _data(tiny_mixture)
+    settings = [
+        _adam(tiny_sgd, lr=0.05),  # fits
+        _adam(tiny_sgd, lr=0.003, betas=(0.8, 0.99), weight_decay=1e-3),
+        _adam(tiny_sgd, lr=0.02, schedule="cosine", max_steps=95),  # off the eval cadence
+        _adam(tiny_sgd, stop_at_train_acc=None, max_steps=120),
+    ]
+    models, alone = (_models(tiny_mlp, 4, x.shape[1], n_classes) for _ in range(2))
+    want = _one_by_one(alone, x, labels, x_test, y_test, settings)
+    got = train_classifier_ensemble(models, x, labels, x_test, y_test, settings, _generators(4),
+                                    method=method)
+    assert {r.status for r in want} == {"fitted", "budget"}
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
+
+
+def _draws(mixture, n: int) -> list[tuple[torch.Tensor, ...]]:
+    """``n`` independent draws of the mixture (another data seed each), as a study's seeds."""
+    draws = []
+    for k in range(n):
+        ds = gaussian_mixture(mixture.model_copy(update={"seed": mixture.seed + 10 + k}))
+        draws.append(tuple(torch.from_numpy(a) for a in (ds.train.x, ds.train.y, ds.test.x,
+                                                           ds.test.y)))
+    return draws
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("method", ["bmm", "vmap"])
+def test_each_model_trains_on_its_own_data(tiny_mixture, tiny_mlp, tiny_sgd, optimizer,
+                                           method) -> None:
+    # seeds as a batch dimension: each model its own training and test sets
+    draws = _draws(tiny_mixture, 3)
+    base = tiny_sgd if optimizer == "sgd" else _adam(tiny_sgd)
+    settings = [base, base.model_copy(update={"lr": base.lr / 2}), base]
+    models, alone = (_models(tiny_mlp, 3, tiny_mixture.dim, tiny_mixture.n_classes)
+                     for _ in range(2))
+    want = [train_classifier(m, *d, s, g) for m, d, s, g
+            in zip(alone, draws, settings, _generators(3), strict=True)]
+    x, y, x_test, y_test = (list(t) for t in zip(*draws, strict=True))
+    got = train_classifier_ensemble(models, x, y, x_test, y_test, settings, _generators(3),
+                                    method=method)
+    # the draws differ, so a model trained on another's data would not match
+    assert len({r.final.test_acc for r in want}) > 1
+    for g, w, model, reference in zip(got, want, models, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_1d_cnn_on_its_own_data_matches_the_loop(tiny_sgd, optimizer) -> None:
+    # MNIST-1D's ConvBase family through vmap(functional_call), each seed its own series
+    from genlab.settings import Conv1DSettings
+
+    cnn = Conv1DSettings(channels=(4, 4), kernel_sizes=(5, 3))
+    gen = torch.Generator().manual_seed(0)
+    draws = []
+    for _ in range(3):
+        x = torch.randn(80, 24, generator=gen)
+        y = (x[:, :12].sum(1) > x[:, 12:].sum(1)).long() + (x[:, 0] > 1).long()
+        draws.append((x[:60], y[:60], x[60:], y[60:]))
+    base = tiny_sgd.model_copy(update={"max_steps": 60, "lr": 0.05})
+    if optimizer == "adam":
+        base = _adam(base)
+    settings = [base, base.model_copy(update={"weight_decay": 1e-2}), base]
+
+    def models() -> list[nn.Module]:
+        out = []
+        for seed in range(3):
+            torch.manual_seed(seed)
+            out.append(build_model("conv1d", cnn, 24, 3))
+        return out
+
+    batch, alone = models(), models()
+    want = [train_classifier(m, *d, s, g) for m, d, s, g
+            in zip(alone, draws, settings, _generators(3), strict=True)]
+    x, y, x_test, y_test = (list(t) for t in zip(*draws, strict=True))
+    got = train_classifier_ensemble(batch, x, y, x_test, y_test, settings, _generators(3))
+    for g, w, model, reference in zip(got, want, batch, alone, strict=True):
+        _assert_same(g, w)
+        _assert_same_parameters(model, reference)
 
 
 @pytest.mark.gpu
