@@ -32,7 +32,7 @@ def test_switched_off_and_deleted_studies_have_no_stages(tmp_path: Path) -> None
     assert "random_labels" in params.declared_studies()
     stages = yaml.safe_load(render(params, ROOT))["stages"]
     assert not [s for s in stages if s.startswith(("eos_gd_", "neural_collapse_"))]
-    assert "random_labels_train_s0" in stages
+    assert "random_labels_train_s0-9" in stages
     report = stages["report"]["cmd"]
     assert "data/eos_gd" not in report and "data/random_labels" in report
 

@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     add("train", _stage("train"), "train one run of a study, or with no --run all of them (at once "
         "where the study has a vectorised group trainer) into OUT/<run>/", params, study,
         ("--run", {"help": "one run id; omit it to train the whole sweep"}),
-        ("--seed", {"type": int, "help": "without --run: only this seed's runs (a grouped "
-                    "study's DVC stage each)"}),
+        ("--seed", {"type": int, "nargs": "+", "help": "without --run: only these seeds' runs "
+                    "(a grouped study's DVC stage trains a block of seeds)"}),
         ("--dataset", {"type": Path, "required": True}), out)
     add("analyze", _stage("analyze"), "one post-hoc analysis of every run of a study, into "
         "OUT/<run>.json", ("analysis", {"choices": sorted(ANALYSES)}), params, study,

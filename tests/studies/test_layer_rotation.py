@@ -136,7 +136,7 @@ def test_tiny_runs_end_to_end() -> None:
             for o, lr in (("sgd", 0.3), ("sgd", 0.03), ("sgd", 0.003), ("layca", 0.1))}
     cfg = config(runs)
     dataset = SPEC.synthesize(cfg)
-    results = SPEC.train_group(cfg, list(runs), dataset, CPU)
+    results = SPEC.train_group(cfg, list(runs), {n: dataset for n in runs}, CPU)
     for name, result in results.items():
         m = result.metrics
         assert m["status"] == "budget" and m["steps"] == 60 and m["layers"] == 3

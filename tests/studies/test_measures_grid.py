@@ -144,9 +144,17 @@ def test_grid_errors_name_the_key() -> None:
 def test_ensemble_groups_share_architecture_and_batch_size() -> None:
     runs = grid_runs("teacher", [1, 2], [16], [0.01, 0.1], [32, 64], [0.0], [0])
     groups = ensemble_groups(runs)
-    assert sorted(groups) == [(1, 16, 32), (1, 16, 64), (2, 16, 32), (2, 16, 64)]
-    assert groups[(2, 16, 64)] == ["teacher-d2-w16-lr0_01-b64-wd0-s0",
-                                   "teacher-d2-w16-lr0_1-b64-wd0-s0"]
+    assert sorted(groups) == [("teacher", 1, 16, 32), ("teacher", 1, 16, 64),
+                              ("teacher", 2, 16, 32), ("teacher", 2, 16, 64)]
+    assert groups[("teacher", 2, 16, 64)] == ["teacher-d2-w16-lr0_01-b64-wd0-s0",
+                                              "teacher-d2-w16-lr0_1-b64-wd0-s0"]
+    # seeds train together (each on its own draw); tasks, whose inputs differ, apart
+    both = {**grid_runs("teacher", [1], [16], [0.1], [32], [0.0], [0, 1]),
+            **grid_runs("mnist1d", [1], [16], [0.1], [32], [0.0], [0])}
+    assert ensemble_groups(both) == {
+        ("teacher", 1, 16, 32): ["teacher-d1-w16-lr0_1-b32-wd0-s0",
+                                 "teacher-d1-w16-lr0_1-b32-wd0-s1"],
+        ("mnist1d", 1, 16, 32): ["mnist1d-d1-w16-lr0_1-b32-wd0-s0"]}
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
@@ -400,7 +408,7 @@ def test_tiny_grid_end_to_end() -> None:
     cfg = config(runs)
     dataset = task_data(cfg)
     device = torch.device("cpu")
-    grouped = SPEC.train_group(cfg, list(runs), dataset, device)
+    grouped = SPEC.train_group(cfg, list(runs), {n: dataset for n in runs}, device)
     assert list(grouped) == list(runs)
     for name in ("teacher-d1-w16-lr0_0001-b20-wd0-s0", "teacher-d1-w16-lr0_2-b20-wd0_001-s0",
                  "teacher-d2-w8-lr0_1-b30-wd0-s0"):
@@ -441,7 +449,7 @@ def test_mnist1d_runs_stop_at_a_cross_entropy_and_low_accuracy_is_excluded() -> 
     dataset = task_data(cfg, "mnist1d")
     assert dataset.train.x.shape == (100, 40) and dataset.test.x.shape == (300, 40)
     names = [n for n in runs if n.startswith("mnist1d")]
-    trained = SPEC.train_group(cfg, names, dataset, torch.device("cpu"))
+    trained = SPEC.train_group(cfg, names, {n: dataset for n in names}, torch.device("cpu"))
     slow, fast = (trained[n].metrics for n in names)  # lr 1e-4 cannot get there
     assert fast["status"] == "fitted" and fast["included"] and fast["exclusion"] is None
     assert fast["final_train_loss"] <= 0.05 and fast["final_train_acc"] >= 0.99
@@ -544,7 +552,7 @@ def test_the_cnn_family_trains_in_groups_as_alone_with_its_measures() -> None:
                                                     if k != "conv"}})
     assert np.array_equal(dataset.train.x, task_data(mlp_task, "mnist1d").train.x)
     device = torch.device("cpu")
-    grouped = SPEC.train_group(cfg, list(runs), dataset, device)
+    grouped = SPEC.train_group(cfg, list(runs), {n: dataset for n in runs}, device)
     for name, artifacts in grouped.items():
         m = json.loads(dumps_json(artifacts.metrics))
         assert artifacts.model_spec["kind"] == "conv1d", artifacts.model_spec

@@ -218,20 +218,27 @@ def test_plots_are_the_studies_plot_specs(engines) -> None:
 
 def test_every_declared_run_has_a_train_stage(engines) -> None:
     from genlab.config import load_params
-    from genlab.data.draws import seeds
+    from genlab.data.draws import runs_of_seeds, seed_blocks
     from genlab.studies import STUDIES
 
     _, dvc, project = engines
     params = load_params(project / "params.yaml")
     for study, config in params.declared_studies().items():
         per_run = {s.split("@")[1] for s in dvc if s.startswith(f"{study}_train@")}
-        groups = {s for s in dvc if re.fullmatch(f"{study}_train_s[0-9]+", s)}
+        groups = {s for s in dvc if re.fullmatch(f"{study}_train_s[0-9]+(-[0-9]+)?", s)}
         group = bool(groups)
         assert per_run == set() if group else per_run == set(config.runs), study
-        # a study trains as a group exactly when it has a group trainer, one group per seed
-        assert group == STUDIES[study].grouped, study
+        # a study trains as a group exactly when it has a group trainer, one group per block of
+        # seeds, whose outputs are the runs of those seeds
+        entry = STUDIES[study]
+        assert group == entry.grouped, study
         if group:
-            assert groups == {f"{study}_train_s{seed}" for seed in seeds(config)}, study
+            blocks = seed_blocks(config, entry.seed_block)
+            assert groups == {f"{study}_train_{block}" for block in blocks}, study
+            for block, block_seeds in blocks.items():
+                outs = {o.rsplit("/", 1)[1] for o in dvc[f"{study}_train_{block}"]["outs"]
+                        if "/runs/" in o}
+                assert outs == set(runs_of_seeds(config, block_seeds)), (study, block)
 
 
 def test_snakemake_lint_is_clean(engines) -> None:

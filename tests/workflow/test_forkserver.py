@@ -257,7 +257,7 @@ def test_the_server_ends_with_its_parent(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Real stages, both ways.
 
-STAGES = ("random_labels_synthesize_s0", "random_labels_train_s0", "random_labels_sharpness",
+STAGES = ("random_labels_synthesize_s0", "random_labels_train_s0-9", "random_labels_sharpness",
           "random_labels_intrinsic_dim", "eos_gd_synthesize_s0", "eos_gd_train@lr0_2-s0")
 
 

@@ -66,7 +66,7 @@ def rule(stage: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", stage)
 
 
-TRAIN_STAGES = {"random_labels_train_s0"}  # the sweep trains as one group per seed
+TRAIN_STAGES = {"random_labels_train_s0-9"}  # the sweep trains as one group per ten seeds
 AFTER_TRAINING = {"random_labels_sharpness", "random_labels_intrinsic_dim",
                   "random_labels_aggregate", "report"}
 
@@ -106,7 +106,7 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
 
 def test_every_rule_logs(project: Project) -> None:
     logs = project.root / "logs"
-    assert "trained random_labels/p0-s0" in (logs / "random_labels/train_s0.log").read_text()
+    assert "trained random_labels/p0-s0" in (logs / "random_labels/train_s0-9.log").read_text()
     assert "trained eos_gd/lr0_2-s0" in (logs / "eos_gd/lr0_2-s0/train.log").read_text()
     assert (logs / "report.log").exists() and (logs / "random_labels/aggregate.log").exists()
 
@@ -180,16 +180,17 @@ def test_one_run_edit_reruns_that_run_only(project: Project) -> None:
 
 
 def test_one_run_edit_in_a_group_retrains_the_groups_of_its_seeds(project: Project) -> None:
-    """A run moved from seed 0 to a new seed 7: seed 0's group trains again (one run fewer),
-    seed 7 gets its data and a group of its own, and what follows reruns."""
+    """A run moved from seed 0 to a new seed 17: seed 0's block of ten seeds trains again (one
+    run fewer), seed 17 gets its data and its block (seeds 10-19) a group of its own, and what
+    follows reruns."""
     def seed(raw):
         runs = raw["studies"]["random_labels"]["runs"]
         del runs["p1-s0"]
-        runs["p1-s7"] = {"label_noise": 1.0, "seed": 7}
+        runs["p1-s17"] = {"label_noise": 1.0, "seed": 17}
     project.edit(seed)
     try:
-        assert project.snakemake_plan() == {"check_params", "random_labels_synthesize_s7",
-                                            "random_labels_train_s7", *TRAIN_STAGES,
+        assert project.snakemake_plan() == {"check_params", "random_labels_synthesize_s17",
+                                            "random_labels_train_s10-19", *TRAIN_STAGES,
                                             *AFTER_TRAINING}
     finally:
         project.restore_params()
@@ -420,7 +421,7 @@ def test_a_run_interrupted_with_sigint_records_only_what_finished(project: Proje
     project.edit(lr)
     try:
         log = project.root / "logs/sigint-run.txt"
-        train_log = project.root / "logs/random_labels/train_s0.log"
+        train_log = project.root / "logs/random_labels/train_s0-9.log"
         train_log.unlink(missing_ok=True)  # an earlier run's copy holds the line waited for
         with log.open("w") as out:
             # SIGINT as a terminal delivers it, whatever this suite inherited: a shell that

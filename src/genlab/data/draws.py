@@ -38,8 +38,29 @@ def seeds(config: Any) -> list[int]:
 
 
 def runs_of_seed(config: Any, seed: int) -> list[str]:
-    """The ids of the runs with ``seed``, in params.yaml's order (a grouped study's stage each)."""
-    return [run for run, settings in config.runs.items() if settings.seed == seed]
+    """The ids of the runs with ``seed``, in params.yaml's order."""
+    return runs_of_seeds(config, [seed])
+
+
+def runs_of_seeds(config: Any, chosen: Any) -> list[str]:
+    """The ids of the runs whose seed is in ``chosen``, in params.yaml's order."""
+    wanted = set(chosen)
+    return [run for run, settings in config.runs.items() if settings.seed in wanted]
+
+
+def seed_blocks(config: Any, size: int) -> dict[str, list[int]]:
+    """A grouped study's training stages: name -> the seeds it trains, ascending.
+
+    Seeds fall in blocks by value, ``[b·size, (b+1)·size)``, so that adding a seed retrains its
+    own block only and the others stay cached. A block is named by its range (``s0-9``), or by
+    its seed alone when ``size`` is 1 (``s3``: one stage per seed, as before blocks).
+    """
+    blocks: dict[str, list[int]] = {}
+    for seed in seeds(config):
+        low = seed - seed % size
+        name = seed_folder(seed) if size == 1 else f"{seed_folder(low)}-{low + size - 1}"
+        blocks.setdefault(name, []).append(seed)
+    return blocks
 
 
 def draw_id(config: Any, run: Any) -> str:
@@ -74,4 +95,4 @@ def draw_settings(config: Any, draw: str) -> Any:
 
 
 __all__ = ["data_draws", "data_fields", "draw_id", "draw_settings", "run_draw_id", "runs_of_seed",
-           "seeds"]
+           "runs_of_seeds", "seed_blocks", "seeds"]

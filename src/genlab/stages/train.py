@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from genlab.config import ParamsError, settings_hash
-from genlab.data.draws import run_draw_id, runs_of_seed
+from genlab.data.draws import run_draw_id, runs_of_seeds
 from genlab.device import configure_torch, describe_device, resolve_device
 from genlab.io import write_json, write_parquet, write_safetensors
 from genlab.stages.common import DatasetDraws, log, provenance, require_seed, setup, study
@@ -33,13 +33,13 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if args.run is None:  # the whole sweep (or one seed's runs), into runs/<run>/
         results = {}
-        if spec.train_group is not None:  # the group trainer, once per data draw
-            by_draw: dict[str, list[str]] = {}
+        if spec.train_group is not None:  # the group trainer, once: seeds are a batch dimension
+            by_draw: dict[str, Any] = {}  # the runs of one draw share its Dataset
             for run in runs:
-                by_draw.setdefault(run_draw_id(config, run), []).append(run)
-            for group in by_draw.values():
-                results.update(spec.train_group(config, group, draws.for_run(config, group[0]),
-                                                device))
+                if run_draw_id(config, run) not in by_draw:
+                    by_draw[run_draw_id(config, run)] = draws.for_run(config, run)
+            results = spec.train_group(
+                config, runs, {run: by_draw[run_draw_id(config, run)] for run in runs}, device)
         else:
             results = {run: spec.train_run(config, run, draws.for_run(config, run), device, None)
                        for run in runs}
@@ -69,8 +69,9 @@ def _sweep(config: Any, args: argparse.Namespace) -> list[str]:
         return list(config.runs)
     if args.run is not None:
         raise ParamsError("train: --seed selects a sweep's runs; --run names one run")
-    require_seed(config, args.study, args.seed)
-    return runs_of_seed(config, args.seed)
+    for seed in args.seed:
+        require_seed(config, args.study, seed)
+    return runs_of_seeds(config, args.seed)
 
 
 def write_run(folder: Path, result: Any, config: Any, run: str, device: str) -> None:

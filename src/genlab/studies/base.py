@@ -100,6 +100,35 @@ def array_objective(x: Any, y: Any, settings: Any, device: Any) -> TrainingObjec
                               settings)
 
 
+def ensemble_data(datasets: Sequence[Dataset], device: Any,
+                  y_train: Sequence[Any] | None = None) -> tuple[Any, Any, Any, Any]:
+    """``x_train, y_train, x_test, y_test`` of the runs trained on ``datasets`` (one per run,
+    in order), as :func:`genlab.train.ensemble.train_classifier_ensemble` takes them: one tensor
+    for all where every run trains on one draw (the same Dataset object), else one per run (each
+    seed its own draw). ``y_train``: each run's own training labels (a label-noise draw, numpy),
+    in place of its dataset's."""
+    import torch
+
+    cache: dict[int, Any] = {}  # a draw's arrays move to the device once
+
+    def tensor(a: Any) -> Any:
+        if id(a) not in cache:
+            cache[id(a)] = torch.from_numpy(a).to(device)
+        return cache[id(a)]
+
+    shared = all(d is datasets[0] for d in datasets)
+
+    def inputs(split: str) -> Any:
+        xs = [tensor(getattr(d, split).x) for d in datasets]
+        return xs[0] if shared else xs
+
+    labels = ([tensor(d.train.y) for d in datasets] if y_train is None
+              else [torch.from_numpy(y).to(device) for y in y_train])
+    test_labels = [tensor(d.test.y) for d in datasets]
+    return (inputs("train"), labels[0] if shared and y_train is None else torch.stack(labels),
+            inputs("test"), test_labels[0] if shared else torch.stack(test_labels))
+
+
 @dataclass(frozen=True)
 class Summary:
     """A study's aggregate: JSON-able numbers and claim results, plus a long table for figures."""
@@ -140,9 +169,12 @@ class StudySpec:
     synthesize: Callable[[Any], Dataset]
     train_run: Callable[[Any, str, Dataset, Any, Any], RunArtifacts]
     """(study settings, run id, dataset, torch device, Checkpointing or None) -> artifacts."""
-    train_group: Callable[[Any, Sequence[str], Dataset, Any], dict[str, RunArtifacts]] | None = None
-    """(study settings, run ids, dataset, torch device) -> artifacts by run id, every run trained
-    at once (the vectorised engine); each run's artifacts equal what ``train_run`` makes of it.
+    train_group: Callable[[Any, Sequence[str], Mapping[str, Dataset], Any],
+                          dict[str, RunArtifacts]] | None = None
+    """(study settings, run ids, each run's dataset (its seed's draw; runs of one draw share the
+    object), torch device) -> artifacts by run id, every run trained at once (the vectorised
+    engine, seeds and grid points as its batch dimension); each run's artifacts equal what
+    ``train_run`` makes of it.
     Present exactly when the entry is ``grouped``; a killed group restarts from scratch: the
     engine has no checkpoints."""
     objective: Callable[[Any, str, Dataset, Any], TrainingObjective | None] | None = None

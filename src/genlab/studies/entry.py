@@ -44,9 +44,11 @@ class PlotSpec:
 class StudyEntry:
     """A study as the pipeline plans it.
 
-    ``grouped``: each seed's runs train in one stage (``<study>_train_s<seed>``, its outputs
-    those runs' folders) through the study's vectorised group trainer; otherwise one train
-    stage per run.
+    ``grouped``: the runs of each block of ``seed_block`` seeds train in one stage
+    (``<study>_train_s<seed>`` for blocks of one seed, ``<study>_train_s0-9`` for seeds 0 to 9;
+    :func:`genlab.data.draws.seed_blocks`), its outputs those runs' folders, through the study's
+    vectorised group trainer: seeds are a batch dimension there. Otherwise one train stage per
+    run.
     ``report_only``: settings fields read by the aggregate/report only, so that editing them
     retrains nothing. A study whose settings have an ``analyses`` block gets the post-hoc
     analyses of every run that it switches on there.
@@ -65,7 +67,15 @@ class StudyEntry:
     """Key curves from the summary table, written by the aggregate stage as
     ``data/<study>/plots/<name>.csv`` and declared as that stage's DVC ``plots:``."""
     grouped: bool = False
+    seed_block: int = 1
+    """Seeds per training stage of a grouped study (their runs train at once); adding a seed
+    retrains the runs of its block."""
     train_resources: Resources = Resources(mem_mb=4000, runtime=60)
+
+    def __post_init__(self) -> None:
+        if self.seed_block < 1 or (self.seed_block > 1 and not self.grouped):
+            raise ValueError(f"study {self.name}: seed_block {self.seed_block} needs a grouped "
+                             "study, and a block holds at least one seed")
 
     @property
     def has_analyses(self) -> bool:

@@ -36,7 +36,7 @@ import yaml
 from genlab import paths
 from genlab.analyses.registry import ANALYSES
 from genlab.config import Params, load_params
-from genlab.data.draws import data_fields, runs_of_seed, seeds
+from genlab.data.draws import data_fields, runs_of_seeds, seed_blocks, seeds
 from genlab.stages.settings import run_blocks, stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
@@ -170,20 +170,22 @@ class _Builder:
         code = self.code("train", experiment)
         res = entry.train_resources
         if entry.grouped:
-            # one group stage per seed, like the synthesize stages: the seeds' groups share the
-            # cores (one stage of 192 models was the pipeline's critical path: 410 s, with the
-            # other core idle), and adding a seed trains no other seed's runs again
-            for seed in seeds(config):
-                stage = f"{name}_train_{paths.seed_folder(seed)}"
+            # one group stage per block of seeds (entry.seed_block; one seed by default, like
+            # the synthesize stages): the blocks share the cores (one stage of 192 models was the
+            # pipeline's critical path: 410 s, with the other core idle), and adding a seed
+            # trains no other block's runs again
+            for block, block_seeds in seed_blocks(config, entry.seed_block).items():
+                stage = f"{name}_train_{block}"
                 out[stage] = {
                     "cmd": _cmd(stage, "train", "--params", PARAMS_FILE, "--study", name,
-                                "--seed", str(seed), "--dataset", str(dataset), "--out", runs),
-                    "deps": [GATE_STAMP, *paths.draw_files(name, seed), *code],
+                                "--seed", *map(str, block_seeds), "--dataset", str(dataset),
+                                "--out", runs),
+                    "deps": [GATE_STAMP, *(f for seed in block_seeds
+                                           for f in paths.draw_files(name, seed)), *code],
                     "params": _tracked(key, config, "train"),
-                    "outs": [*(str(paths.run_dir(name, run)) for run in runs_of_seed(config, seed)),
-                             _stamp(stage)],
-                    "meta": _torch_meta(_log(name, f"train_{paths.seed_folder(seed)}"),
-                                        res.mem_mb, res.runtime),
+                    "outs": [*(str(paths.run_dir(name, run))
+                               for run in runs_of_seeds(config, block_seeds)), _stamp(stage)],
+                    "meta": _torch_meta(_log(name, f"train_{block}"), res.mem_mb, res.runtime),
                 }
         else:
             run = paths.run_dir(name, "${key}")

@@ -4,7 +4,7 @@ with every layer's rotation from its initialisation recorded over training."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -79,11 +79,11 @@ def train_run(config: LayerRotationConfig, run_name: str, dataset: Dataset, devi
         metrics=metrics)
 
 
-def train_group(config: LayerRotationConfig, run_names: Sequence[str], dataset: Dataset,
-                device: Any) -> dict[str, RunArtifacts]:
+def train_group(config: LayerRotationConfig, run_names: Sequence[str],
+                datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
     """One seed's runs one after the other in one process (each a small MLP: a process each
     would spend more time starting than training)."""
-    return {name: train_run(config, name, dataset, device) for name in run_names}
+    return {name: train_run(config, name, datasets[name], device) for name in run_names}
 
 
 SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run,

@@ -29,7 +29,13 @@ from genlab.models.registry import (
 )
 from genlab.seeding import torch_generator
 from genlab.settings import Conv1DSettings, MLPSettings, TrainSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
+from genlab.studies.base import (
+    RunArtifacts,
+    StudySpec,
+    TrainingObjective,
+    array_objective,
+    ensemble_data,
+)
 from genlab.studies.measures_grid.settings import (
     STUDY,
     MeasuresBlock,
@@ -159,50 +165,48 @@ def _artifacts(config: MeasuresGridConfig, run: MeasuresGridRun, dataset: Datase
                         history=pa.Table.from_pylist(rows), metrics=metrics)
 
 
-def _tensors(dataset: Dataset, device: Any) -> tuple[Any, Any, Any, Any]:
-    return tuple(torch.from_numpy(a).to(device) for a in (  # type: ignore[return-value]
-        dataset.train.x, dataset.train.y, dataset.test.x, dataset.test.y))
-
-
 def train_run(config: MeasuresGridConfig, run_name: str, dataset: Dataset, device: Any,
               checkpointing: Any = None) -> RunArtifacts:
     run = config.runs[run_name]
     model = build_seeded_model(*model_settings(config, run), dataset.train.x.shape[1],
                                dataset.n_classes, run.seed, device)
-    result = train_classifier(model, *_tensors(dataset, device), train_settings(config, run),
+    result = train_classifier(model, *ensemble_data([dataset], device), train_settings(config, run),
                               torch_generator(run.seed, "batches", device=device.type),
                               checkpointing=checkpointing)
     return _artifacts(config, run, dataset, model, result, device)
 
 
-def ensemble_groups(runs: Mapping[str, MeasuresGridRun]) -> dict[tuple[int, int, int], list[str]]:
-    """Run names by (depth, width, batch size): the models the ensemble can train together (one
-    architecture, one minibatch size), in run order."""
-    groups: dict[tuple[int, int, int], list[str]] = {}
+def ensemble_groups(runs: Mapping[str, MeasuresGridRun]
+                    ) -> dict[tuple[str, int, int, int], list[str]]:
+    """Run names by (task, depth, width, batch size): the models the ensemble can train together
+    (one architecture on one task's inputs, one minibatch size; any seeds), in run order."""
+    groups: dict[tuple[str, int, int, int], list[str]] = {}
     for name, run in runs.items():
-        groups.setdefault((run.depth, run.width, run.batch_size), []).append(name)
+        groups.setdefault((run.task, run.depth, run.width, run.batch_size), []).append(name)
     return groups
 
 
-def train_group(config: MeasuresGridConfig, run_names: Sequence[str], dataset: Dataset,
-                device: Any) -> dict[str, RunArtifacts]:
-    """Every run with the vectorised trainer, one ensemble per (depth, width, batch size); each
-    model is the one :func:`train_run` trains alone (bit-identical on CPU, tested), so its
-    measures are too."""
-    tensors = _tensors(dataset, device)
+def train_group(config: MeasuresGridConfig, run_names: Sequence[str],
+                datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
+    """Every run with the vectorised trainer, one ensemble per (depth, width, batch size) across
+    seeds (each on its own draw); each model is the one :func:`train_run` trains alone
+    (bit-identical on CPU, tested), so its measures are too."""
     artifacts: dict[str, RunArtifacts] = {}
-    for (depth, width, batch), names in ensemble_groups(
+    for (task, depth, width, batch), names in ensemble_groups(
             {name: config.runs[name] for name in run_names}).items():
         t0 = time.perf_counter()
         runs = [config.runs[name] for name in names]
+        data = [datasets[name] for name in names]
         models = [build_seeded_model(*model_settings(config, run), dataset.train.x.shape[1],
-                                     dataset.n_classes, run.seed, device) for run in runs]
+                                     dataset.n_classes, run.seed, device)
+                  for dataset, run in zip(data, runs, strict=True)]
         results = train_classifier_ensemble(
-            models, *tensors, [train_settings(config, run) for run in runs],
+            models, *ensemble_data(data, device), [train_settings(config, run) for run in runs],
             [torch_generator(run.seed, "batches", device=device.type) for run in runs])
-        log.info("trained %d models (depth %d, width %d, batch %d) in %.1fs", len(runs), depth,
-                 width, batch, time.perf_counter() - t0)
-        for name, run, model, result in zip(names, runs, models, results, strict=True):
+        log.info("trained %d models (%s, depth %d, width %d, batch %d) in %.1fs", len(runs),
+                 task, depth, width, batch, time.perf_counter() - t0)
+        for name, run, dataset, model, result in zip(names, runs, data, models, results,
+                                                     strict=True):
             artifacts[name] = _artifacts(config, run, dataset, model, result, device)
     return {name: artifacts[name] for name in run_names}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,7 +13,13 @@ from genlab.data.dataset import corrupt_labels
 from genlab.data.gaussian_mixture import gaussian_mixture
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
+from genlab.studies.base import (
+    RunArtifacts,
+    StudySpec,
+    TrainingObjective,
+    array_objective,
+    ensemble_data,
+)
 from genlab.studies.random_labels.settings import STUDY, RandomLabelsConfig, RandomLabelsRun
 from genlab.train.ensemble import train_classifier_ensemble
 from genlab.train.loop import train_classifier
@@ -71,24 +77,25 @@ def objective(config: RandomLabelsConfig, run_name: str, dataset: Dataset,
     return array_objective(dataset.train.x, labels, config.train, device)
 
 
-def train_group(config: RandomLabelsConfig, run_names: Sequence[str], dataset: Dataset,
-                device: Any) -> dict[str, RunArtifacts]:
+def train_group(config: RandomLabelsConfig, run_names: Sequence[str],
+                datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
     """Every run at once with the vectorised trainer: the runs share the architecture and
-    recipe and differ only in seed and label draw, so each row of the ensemble is exactly the
-    run :func:`train_run` would train alone (bit-identical on CPU, tested)."""
+    recipe and differ only in seed (their data draws) and label draw, so each row of the
+    ensemble is exactly the run :func:`train_run` would train alone (bit-identical on CPU,
+    tested)."""
     runs = [config.runs[name] for name in run_names]
-    drawn = [_training_labels(dataset, run) for run in runs]
+    data = [datasets[name] for name in run_names]
+    drawn = [_training_labels(dataset, run) for dataset, run in zip(data, runs, strict=True)]
     models = [build_seeded_model("mlp", config.model, dataset.train.x.shape[1],
-                                 dataset.n_classes, run.seed, device) for run in runs]
-    y_train = torch.from_numpy(np.stack([labels for labels, _ in drawn])).to(device)
+                                 dataset.n_classes, run.seed, device)
+              for dataset, run in zip(data, runs, strict=True)]
     results = train_classifier_ensemble(
-        models, torch.from_numpy(dataset.train.x).to(device), y_train,
-        torch.from_numpy(dataset.test.x).to(device), torch.from_numpy(dataset.test.y).to(device),
+        models, *ensemble_data(data, device, [labels for labels, _ in drawn]),
         [config.train] * len(runs),
         [torch_generator(run.seed, "batches", device=device.type) for run in runs])
     return {name: _artifacts(config, run, dataset, model, result, labels, replaced)
-            for name, run, model, result, (labels, replaced)
-            in zip(run_names, runs, models, results, drawn, strict=True)}
+            for name, run, dataset, model, result, (labels, replaced)
+            in zip(run_names, runs, data, models, results, drawn, strict=True)}
 
 
 SPEC = StudySpec(entry=STUDY, synthesize=synthesize,

@@ -66,5 +66,6 @@ STUDY = StudyEntry(
            PlotSpec("test_acc", x="step", y="test_acc",
                     title="Test accuracy per SGD step, every label-noise level")),
     grouped=True,
+    seed_block=10,  # ten seeds' runs (each seed its own draw) train as one ensemble
     train_resources=Resources(mem_mb=4000, runtime=60),
 )
