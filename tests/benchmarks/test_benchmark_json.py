@@ -68,6 +68,23 @@ def test_train_ensemble_json(tmp_path: Path) -> None:
     assert f"{first['speed_up']:>7.1f}x" in printed
 
 
+def test_seed_batch_json(tmp_path: Path) -> None:
+    record, printed = run_benchmark(tmp_path, "seed_batch.py", "--quick")
+    assert set(record) == {"benchmark", "device", "quick", "threads", "settings", "rows"}
+    assert record["benchmark"] == "seed_batch" and record["device"] == "cpu"
+    assert record["quick"] is True and record["settings"]["ks"] == [1, 4]
+    assert [(r["family"], r["K"]) for r in record["rows"]] == [
+        (f, k) for f in ("mlp", "cnn", "transformer") for k in (1, 4)]
+    for row in record["rows"]:
+        assert set(row) == {"family", "K", "separate_s", "ensemble_s", "speed_up",
+                            "max_abs_logit_diff"}
+        assert positive(row["separate_s"], row["ensemble_s"], row["speed_up"])
+        assert row["speed_up"] == pytest.approx(row["separate_s"] / row["ensemble_s"])
+        # the ensemble trains the separate runs' models: float rounding apart, the same outputs
+        assert measured(row["max_abs_logit_diff"]) and row["max_abs_logit_diff"] < 1e-4
+    assert "family         K  separate s  ensemble s  speed-up" in printed
+
+
 def test_sharpness_json(tmp_path: Path) -> None:
     record, printed = run_benchmark(tmp_path, "sharpness.py", "--quick")
     assert {"benchmark", "device", "quick", "settings", "parameters", "train_s", "points",
