@@ -189,9 +189,9 @@ def test_one_run_edit_in_a_group_retrains_the_groups_of_its_seeds(project: Proje
         runs["p1-s17"] = {"label_noise": 1.0, "seed": 17}
     project.edit(seed)
     try:
-        assert project.snakemake_plan() == {"check_params", "random_labels_synthesize_s17",
-                                            "random_labels_train_s10-19", *TRAIN_STAGES,
-                                            *AFTER_TRAINING}
+        assert project.snakemake_plan() == {rule(s) for s in (
+            "check_params", "random_labels_synthesize_s17", "random_labels_train_s10-19",
+            *TRAIN_STAGES, *AFTER_TRAINING)}
     finally:
         project.restore_params()
 
