@@ -8,12 +8,23 @@ do the same work: a fixed number of steps (no stop rule) with the same evaluatio
 of random inputs and labels (the cost does not depend on what the data say). Both are measured in
 the same run, alternating repeat by repeat so that load from other processes hits both alike,
 the median of ``--repeats`` after a warm-up. The separate runs' cost per model does not depend on
-K, so they are timed on at most ``--loop-models`` seeds and scaled to K. Each ensemble's trained
-models are checked against the separate runs' (the seeds both sides trained) in function space:
-the largest absolute difference of their test-set logits is printed beside the ratio. (Not of
-the parameters: a transformer's key bias has an exactly zero gradient in exact arithmetic, the
-softmax being shift-invariant, so its float gradient is rounding noise that Adam scales to
-lr-sized steps; the two sides' key biases differ by ~1e-3 while their outputs agree to ~1e-6.)
+K, so they are timed on at most ``--loop-models`` seeds and scaled to K.
+
+Agreement is checked apart from the timing, in float64 over ``--check-steps`` (20) steps: each
+seed trained alone and in the ensemble of all K, compared in function space (the largest
+absolute difference of their test-set logits, printed beside the ratio). Not in float32 at the
+end of the timed runs: these recipes amplify any rounding difference until the two
+trajectories part, whoever computes them. Measured (1 thread): in float32 a loop run whose
+initial weights are scaled by 1 + 1e-7·N(0, 1) departs from the unperturbed loop by 3e-4 (the
+transformer, after 5 steps), 3e-2 (transformer, 20 steps) and 10 (CNN, 300 steps, where the
+ensemble's gap is 19); in float64 the ensemble's gap is 1e-14 for the transformer after 20
+steps and 7e-13 for the CNN after 300, while a float64 transformer nudged by 1e-14 relative
+still departs by 3.9 by step 300 (the ensemble's gap there: 4.0). So the float32 gaps are
+rounding, amplified; float64 over a short run is where a real mistake (another minibatch, step
+or moment, >1e-3) would show. Nor in parameter space: a transformer's key bias has an exactly
+zero gradient in exact arithmetic, the softmax being shift-invariant, so its float gradient is
+rounding noise that Adam scales to lr-sized steps, and the two sides' key biases differ by ~1e-3
+where their outputs agree.
 
     .venv/bin/python benchmarks/seed_batch.py            # K = 1, 10, 32; every family
     .venv/bin/python benchmarks/seed_batch.py --quick    # a seconds-long smoke run
@@ -115,7 +126,23 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def measure(family: Family, k: int, loop_models: int, repeats: int,
+def agreement(family: Family, data: list[Draw], device: torch.device) -> float:
+    """The largest test-logit difference between each seed trained alone and in the ensemble,
+    both in float64."""
+    k = len(data)
+    data = [tuple(t.double() if t.is_floating_point() else t for t in d) for d in data]
+    x, y, x_test, y_test = (list(t) for t in zip(*data, strict=True))
+    alone = [m.double() for m in models(family, k, device)]
+    for model, draw, gen in zip(alone, data, generators(k), strict=True):
+        train_classifier(model, *draw, family.settings, gen)
+    batch = [m.double() for m in models(family, k, device)]
+    train_classifier_ensemble(batch, x, y, x_test, y_test, [family.settings] * k, generators(k))
+    with torch.no_grad():
+        return max((a.eval()(d[2]) - b.eval()(d[2])).abs().max().item()
+                   for a, b, d in zip(alone, batch, data, strict=True))
+
+
+def measure(family: Family, check: Family, k: int, loop_models: int, repeats: int,
             device: torch.device) -> dict[str, float]:
     data = draws(family, k, device)
     timed = min(k, loop_models)
@@ -132,12 +159,9 @@ def measure(family: Family, k: int, loop_models: int, repeats: int,
         if repeat:
             separate.append(t_loop * k / timed)
             together.append(t_ensemble)
-    with torch.no_grad():
-        diff = max((a.eval()(d[2]) - b.eval()(d[2])).abs().max().item()
-                   for a, b, d in zip(alone, batch, data, strict=False))
     sep, ens = statistics.median(separate), statistics.median(together)
     return {"separate_s": sep, "ensemble_s": ens, "speed_up": sep / ens,
-            "max_abs_logit_diff": diff}
+            "max_abs_logit_diff": agreement(check, data, device)}
 
 
 def main() -> None:
@@ -148,6 +172,8 @@ def main() -> None:
     parser.add_argument("--loop-models", type=int, default=4,
                         help="separate runs timed per K (scaled to K: each costs the same)")
     parser.add_argument("--families", nargs="+", default=["mlp", "cnn", "transformer"])
+    parser.add_argument("--check-steps", type=int, default=20,
+                        help="steps of the agreement check (before chaos parts the trajectories)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true", help="K = 1, 4; 20 steps; 1 repeat")
@@ -158,15 +184,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     chosen = [f for f in families(args.steps) if f.name in args.families]
+    checks = {f.name: f for f in families(args.check_steps)}
     print(f"{args.steps} steps of batch 100 per seed, each seed its own 1,000 training and 200 "
-          f"test examples; {args.threads} thread(s) on {device}; median of {args.repeats}")
+          f"test examples; {args.threads} thread(s) on {device}; median of {args.repeats}; "
+          f"max |Δf| in float64 after {args.check_steps} steps")
     print(f"{'family':12s} {'K':>3s} {'separate s':>11s} {'ensemble s':>11s} {'speed-up':>9s} "
           f"{'max |Δf|':>9s}")
     rows = []
     for family in chosen:
         for k in args.ks:
-            row = {"family": family.name, "K": k,
-                   **measure(family, k, args.loop_models, args.repeats, device)}
+            row = {"family": family.name, "K": k, **measure(
+                family, checks[family.name], k, args.loop_models, args.repeats, device)}
             rows.append(row)
             print(f"{family.name:12s} {k:3d} {row['separate_s']:11.2f} {row['ensemble_s']:11.2f} "
                   f"{row['speed_up']:8.2f}x {row['max_abs_logit_diff']:9.1e}", flush=True)
@@ -174,6 +202,7 @@ def main() -> None:
                            "quick": args.quick, "threads": args.threads,
                            "settings": {"ks": args.ks, "steps": args.steps,
                                         "repeats": args.repeats,
+                                        "check_steps": args.check_steps,
                                         "loop_models": args.loop_models,
                                         "families": [f.name for f in chosen]},
                            "rows": rows})

@@ -80,8 +80,8 @@ def test_seed_batch_json(tmp_path: Path) -> None:
                             "max_abs_logit_diff"}
         assert positive(row["separate_s"], row["ensemble_s"], row["speed_up"])
         assert row["speed_up"] == pytest.approx(row["separate_s"] / row["ensemble_s"])
-        # the ensemble trains the separate runs' models: float rounding apart, the same outputs
-        assert measured(row["max_abs_logit_diff"]) and row["max_abs_logit_diff"] < 1e-4
+        # in float64 the ensemble trains the separate runs' models: rounding apart, the same outputs
+        assert measured(row["max_abs_logit_diff"]) and row["max_abs_logit_diff"] < 1e-9
     assert "family         K  separate s  ensemble s  speed-up" in printed
 
 
