@@ -33,7 +33,7 @@ STAGE_MODULES: dict[str, str] = {
     "report": "genlab.stages.report", "sync": "genlab.workflow.sync",
     "verify-cache": "genlab.workflow.cache_check", "dag": "genlab.workflow.generate",
     "preset": "genlab.presets", "claims": "genlab.report.tally",
-    "results": "genlab.report.results",
+    "results": "genlab.report.results", "code-digests": "genlab.workflow.code_digest",
 }
 """The command -> the module whose ``run(args)`` implements it (imported only when it runs)."""
 
@@ -117,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
         ("claims", {"nargs": "?", "default": "reports/claims.json"}),
         ("--out", {"type": Path, "help": "write the page here (e.g. docs/results.md); "
                    "default: print it"}))
+    add("code-digests", _stage("code-digests"), "write data/code/: one digest per genlab source "
+        "file, comments, docstrings and layout left out (what the stages depend on)")
     add("sync", _stage("sync"), "after dvc repro/pull/checkout: set the mtimes Snakemake judges "
         "by to what the stages' stamps say, and print each stale stage with its reason")
     add("verify-cache", _stage("verify-cache"), "hash every object of the local DVC cache "

@@ -51,7 +51,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts get normal modes
+        # mkstemp makes 0600; artifacts get normal modes
+        os.chmod(tmp_path, 0o666 & ~current_umask())
         yield tmp_path
         with open(tmp_path, "rb+") as fh:  # data on disk before the rename makes it visible
             os.fsync(fh.fileno())
@@ -66,7 +67,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
     os.umask(mask)
     return mask

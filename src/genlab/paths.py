@@ -13,6 +13,9 @@ LOGS = PurePosixPath("logs")
 SRC = PurePosixPath("src")
 """Where the genlab package's source lives (each stage's code dependencies, as dvc.yaml names
 them)."""
+CODE_DIGESTS = DATA / "code"
+"""One digest per genlab source file (genlab.workflow.code_digest): what the stages depend on in
+place of the sources, so that a comment reruns nothing."""
 GATE_STAMP = DATA / "params.checked"
 """The params gate's output: params.yaml was checked (every stage waits on it in DVC)."""
 STAMPS = DATA / "stamps"
@@ -67,3 +70,5 @@ def draw_files(study: str, seed: int | str) -> list[str]:
 RUN_FILES = ("model.safetensors", "model.json", "history.parquet", "metrics.json")
 SUMMARY_FILES = ("summary.json", "summary.parquet")
 REPORT_FILES = ("index.html", "claims.json", "metrics.json")
+METRICS = "metrics"
+"""A study's DVC metrics folder, ``data/<study>/metrics/`` (genlab.report.metrics)."""

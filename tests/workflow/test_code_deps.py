@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from genlab.workflow.code_deps import CodeDeps
+from genlab.workflow.code_digest import source_of
 from genlab.workflow.generate import render
 from tests_support import ROOT, preset_params
 
@@ -53,9 +54,20 @@ def stages() -> dict[str, dict]:
     return {name: st.get("do", st) for name, st in preset_stages("cpu").items()}
 
 
+def code_files(st: dict) -> list[str]:
+    """The source files a stage depends on, through their digests (genlab.workflow.code_digest)."""
+    return [f for f in map(source_of, st["deps"]) if f is not None]
+
+
 def test_no_stage_depends_on_a_whole_source_folder(stages) -> None:
+    """Each stage depends on its sources' digests, file by file; only the code_digests stage
+    reads the sources themselves (the whole package)."""
     for name, st in stages.items():
-        code = [d for d in st["deps"] if d.startswith("src/")]
+        if name == "code_digests":
+            assert st["deps"] == ["src/genlab"]
+            continue
+        assert not any(d.startswith("src/") for d in st["deps"]), name
+        code = code_files(st)
         assert code and all(d.endswith((".py", ".j2")) and (ROOT / d).is_file() for d in code), name
 
 
@@ -65,7 +77,7 @@ def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> No
     and neural_collapse through the measures package) or solve with curvature operators
     (influence, influence_mnist1d, mislabel_detection). The intrinsic-dimension analysis,
     random_labels' training and the studies without curvature do not import it."""
-    reach = {name for name, st in stages.items() if TRACE in st["deps"]}
+    reach = {name for name, st in stages.items() if TRACE in code_files(st)}
     assert {"random_labels_sharpness", "benign_oscillation_sharpness", "eos_gd_sharpness",
             "sgd_stability_sharpness"} <= reach
     assert not reach & {"check_params", "random_labels_synthesize_s0", "random_labels_train_s0-9",
@@ -77,7 +89,7 @@ def test_an_analysis_module_reaches_only_the_stages_that_import_it(stages) -> No
 def test_settings_import_no_study_code(stages) -> None:
     """The gate (and every stage, through params validation) depends on the settings modules
     only: no experiment, generator, model, training or analysis code."""
-    gate = [d for d in stages["check_params"]["deps"] if d.startswith("src/")]
+    gate = code_files(stages["check_params"])
     code = [d for d in gate if d.startswith(("src/genlab/data/", "src/genlab/models/",
                                              "src/genlab/train/", "src/genlab/analyses/",
                                              "src/genlab/studies/", "src/genlab/report/"))]

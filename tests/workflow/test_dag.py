@@ -99,9 +99,10 @@ def test_genlab_reads_dvc_yaml_as_dvc_does(engines) -> None:
 
 
 def test_same_inputs(engines) -> None:
-    """Each DVC dependency is a Snakemake input, except genlab's source files (the fingerprint
-    judges those: tests/workflow/test_workflow.py edits one); folders expand into what DVC
-    hashes in them."""
+    """Each DVC dependency is a Snakemake input, except genlab's source files and the gates'
+    outputs (the code digests, the params stamp: the fingerprint judges those, and reconcile
+    brings the gates up to date at parse time; tests/workflow/test_workflow.py edits a source);
+    folders expand into what DVC hashes in them."""
     snake, dvc, project = engines
     gate_outs = {o for st in dvc.values() if st["meta"].get("gate") for o in st["outs"]}
     all_outs = {o for st in dvc.values() for o in st["outs"]}
@@ -113,8 +114,8 @@ def test_same_inputs(engines) -> None:
         inputs.discard(f".genlab/stale/{rule_name(stage)}")
         expected = set()
         for dep in st["deps"]:
-            if dep in gate_outs:
-                continue  # only DVC orders stages behind the params gate
+            if any(PurePosixPath(dep).is_relative_to(o) for o in gate_outs):
+                continue  # only DVC orders stages behind the gates
             enclosing = {o for o in folder_outs if PurePosixPath(dep).is_relative_to(o)}
             if enclosing:  # a folder another stage writes: Snakemake waits on all of it
                 expected |= enclosing
@@ -130,16 +131,27 @@ def test_same_inputs(engines) -> None:
             else:
                 expected.add(dep)
         assert inputs == expected, stage
-        assert not any(i.startswith("src/") for i in inputs), stage
-    assert any(d.startswith("src/genlab/") for st in dvc.values() for d in st["deps"])
+        assert not any(i.startswith(("src/", "data/code/")) for i in inputs), stage
 
 
-def test_gate_guards_every_stage_in_dvc(engines) -> None:
+def test_gates_guard_every_stage_in_dvc(engines) -> None:
+    """The code digests come first (the one stage reading the sources' bytes), then the params
+    check; every other stage depends on the params stamp and on code digests, never on a
+    source file."""
     _, dvc, _ = engines
-    (gate,) = [s for s, st in dvc.items() if st["meta"].get("gate")]
-    stamp = dvc[gate]["outs"][0]
-    assert all(stamp in st["deps"] for s, st in dvc.items() if s != gate)
-    assert "runtime" not in dvc[gate]["params"]  # a runtime edit must not rerun it
+    gates = [s for s, st in dvc.items() if st["meta"].get("gate")]
+    assert gates == ["code_digests", "check_params"] == list(dvc)[:2]
+    assert dvc["code_digests"]["deps"] == ["src/genlab"]
+    assert dvc["code_digests"]["outs"][0] == "data/code"
+    stamp = dvc["check_params"]["outs"][0]
+    for s, st in dvc.items():
+        if s == "code_digests":
+            continue
+        assert s == "check_params" or stamp in st["deps"], s
+        code = [d for d in st["deps"] if d.startswith("data/code/")]
+        assert code and all(d.endswith(".digest") for d in code), s
+        assert not any(d.startswith("src/") for d in st["deps"]), s
+    assert "runtime" not in dvc["check_params"]["params"]  # a runtime edit must not rerun it
 
 
 def test_resources_come_from_meta(engines) -> None:

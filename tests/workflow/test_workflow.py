@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from genlab.workflow.adapter import dvc_jobs
+from genlab.workflow.code_digest import digest_path
 from genlab.workflow.sync import SNAKEMAKE_MARKER
 from tests_support import ROOT, copy_project, run, tool_env
 
@@ -104,6 +105,26 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
                                                    "label_sharpness": 5}
 
 
+def test_dvc_metrics_are_a_narrow_table_of_every_claim(project: Project) -> None:
+    """`dvc metrics show` prints a row per claim (and per study's counts) and a column per key:
+    the same few keys for every claim, so the table stays narrow however many claims there are;
+    each claim's status in it is the report's."""
+    table = project.sh("dvc", "metrics", "show", "--md").stdout
+    header = next(line for line in table.splitlines() if line.startswith("|"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert len(columns) <= 60 and {"Path", "kind", "status", "estimate", "interval_low",
+                                    "interval_high", "n"} <= set(columns), columns
+    shown = json.loads(project.sh("dvc", "metrics", "show", "--json").stdout)
+    files = shown[""]["data"] if "" in shown else next(iter(shown.values()))["data"]
+    claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
+    for claim in claims:
+        name = f"{claim['key']}@{claim['condition']}" if claim.get("condition") else claim["key"]
+        path = next(p for p in files if p.startswith(f"data/{claim['study']}/metrics/")
+                    and p.endswith(f"/{re.sub(r'[^0-9A-Za-z_.=@+-]', '_', name)}.json"))
+        assert files[path]["data"]["status"] == claim["status"], path
+    assert not any("/runs/" in p for p in files)  # a run's metrics.json is a plain output
+
+
 def test_every_rule_logs(project: Project) -> None:
     logs = project.root / "logs"
     assert "trained random_labels/p0-s0" in (logs / "random_labels/train_s0-9.log").read_text()
@@ -119,7 +140,9 @@ def test_the_pipeline_benchmark_accounts_for_every_job(project: Project, tmp_pat
     project.sh(sys.executable, str(ROOT / "benchmarks/pipeline.py"), "--project",
                str(project.root), "--json", str(out))
     record = json.loads(out.read_text())
-    assert record["jobs"] == len(dvc_jobs(project.root))  # the fixture's run ran every stage
+    # the fixture's run ran every stage, the code digests at parse time (genlab.workflow.sync)
+    assert record["jobs"] == len([j for j in dvc_jobs(project.root)
+                                  if j.stage != "code_digests"])
     totals = record["totals"]
     assert 0 < totals["start_up_s"] < totals["process_s"]
     assert totals["writing_s"] > 0 and totals["compute_s"] > 0
@@ -245,28 +268,52 @@ def downstream(jobs, stages: set[str]) -> set[str]:
     return found
 
 
-def test_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
+def test_a_comment_reruns_nothing_in_either_engine(project: Project) -> None:
+    """A comment (and a docstring) in one analysis module: DVC reruns only code_digests, whose
+    digests come out the same, so no stage that imports the module; Snakemake plans nothing."""
+    path = "src/genlab/analyses/curvature/trace.py"
+    trace = project.root / path
+    stat, text = trace.stat(), trace.read_text()
+    trace.write_text(text.replace('"""', '"""Reworded. ', 1) + "# a comment\n")
+    try:
+        assert set(json.loads(project.sh("dvc", "status", "--json").stdout)) == {"code_digests"}
+        assert project.dvc_repro() == {"code_digests"}
+        assert project.snakemake_plan() == set()
+        assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+    finally:
+        trace.write_text(text)
+        os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert project.dvc_repro() == {"code_digests"}
+    assert project.snakemake_plan() == set()
+    assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+
+
+def test_a_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
         project: Project) -> None:
-    """A comment in one analysis module: `dvc status` lists exactly the stages whose import
-    closure holds it (dvc.yaml's code dependencies), and `snakemake -n` plans exactly those and
-    what depends on their outputs, as it does for any stage that reruns."""
+    """One token of code in one analysis module: once code_digests has run (DVC runs it first;
+    Snakemake's parse runs it), `dvc status` lists exactly the stages whose import closure holds
+    the module, and `snakemake -n` plans exactly those and what depends on their outputs, as it
+    does for any stage that reruns."""
     path = "src/genlab/analyses/curvature/trace.py"
     trace = project.root / path
     stat, text = trace.stat(), trace.read_text()
     jobs = dvc_jobs(project.root)
-    importers = {j.stage for j in jobs if path in j.deps}
+    importers = {j.stage for j in jobs if digest_path(path) in j.deps}
     assert "eos_gd_sharpness" in importers and "random_labels_intrinsic_dim" not in importers
-    trace.write_text(text + "# a comment\n")
+    trace.write_text(text + "pass\n")
     try:
-        status = json.loads(project.sh("dvc", "status", "--json").stdout)
-        assert set(status) == importers
+        # before code_digests runs, DVC cannot know which digests change: it names that stage
+        assert set(json.loads(project.sh("dvc", "status", "--json").stdout)) == {"code_digests"}
+        project.sh("dvc", "repro", "--single-item", "code_digests")
+        assert set(json.loads(project.sh("dvc", "status", "--json").stdout)) == importers
         plan = project.snakemake_plan()
         assert plan == {rule(s) for s in downstream(jobs, importers)}
         assert "check_params" not in plan and "random_labels_intrinsic_dim" not in plan
     finally:
         trace.write_text(text)
         os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert project.snakemake_plan() == set()
+    assert project.snakemake_plan() == set()  # its parse put the digest back
+    assert project.dvc_repro() == {"code_digests"}  # dvc.lock held the edited digests
     assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
 
 

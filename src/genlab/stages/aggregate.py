@@ -12,6 +12,8 @@ import pyarrow as pa
 
 from genlab.analyses.registry import ANALYSES
 from genlab.io import read_json, read_parquet, write_csv, write_json, write_parquet
+from genlab.paths import METRICS
+from genlab.report.metrics import metric_files, write_metric_folder
 from genlab.stages.common import log, provenance, setup
 from genlab.stages.settings import stage_settings
 from genlab.studies import STUDIES, load_claims
@@ -33,9 +35,11 @@ def run(args: argparse.Namespace) -> int:
     analyses = gather_analyses(args.analyses, config, args.out)
     write_parquet(args.out / "summary.parquet", summary.table)
     write_plots(entry.plots, summary.table, args.out)
+    claims = [c.to_json() for c in summary.claims]
     write_json(args.out / "summary.json", {
-        **summary.data, "claims": [c.to_json() for c in summary.claims], **analyses,
+        **summary.data, "claims": claims, **analyses,
         "provenance": provenance(stage_settings(config, "aggregate"), "cpu")})
+    write_metric_folder(args.out / METRICS, metric_files(claims))  # DVC's metrics, small, flat
     for claim in summary.claims:
         log.info("%s: %s -- %s", args.study, claim.status, claim.claim)
     return 0

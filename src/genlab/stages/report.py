@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from genlab.io import write_json, write_text
 from genlab.paths import LOGS
 from genlab.report.collect import collect
+from genlab.report.metrics import claim_metrics
 from genlab.report.render import render_html
-from genlab.report.tally import kind_of
 from genlab.stages.common import setup
-
-
-def claim_metrics(claims: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each claim's kind, status, estimate with its interval and n (when judged by one) and
-    deciding numbers, by study and key: a flat DVC metric."""
-    metrics: dict[str, Any] = {}
-    for c in claims:
-        effect = {k: c[k] for k in ("estimate", "n") if k in c}
-        if c.get("interval"):
-            effect |= {"interval_low": c["interval"][0], "interval_high": c["interval"][1]}
-        metrics.setdefault(c["study"], {})[c["key"]] = {
-            "kind": kind_of(c), "status": c["status"], **effect, **c["numbers"]}
-    return metrics
 
 
 def run(args: argparse.Namespace) -> int:

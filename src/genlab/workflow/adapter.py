@@ -21,9 +21,10 @@ of, so the two engines cannot drift apart:
 - ``meta`` carries what only Snakemake uses: ``threads``, ``resources``, ``log``. The torch
   stages declare ``resources: {gpu: 1}``; a rule asks for it only when those stages will run on
   CUDA (:func:`stage_resources`). A stage with
-  ``meta: {gate: true}`` (the params check) runs in both engines, but only DVC orders stages
-  behind it: Snakemake validates params.yaml at parse time, and a gate's fresh mtime would make
-  it rerun everything.
+  ``meta: {gate: true}`` (the code digests, the params check) runs in both engines, but only DVC
+  orders stages behind it: Snakemake validates params.yaml at parse time and
+  :func:`genlab.workflow.sync.reconcile` runs the code digests' stage when stale before it
+  judges the rest, and a gate's fresh mtime would make Snakemake rerun everything.
 """
 
 from __future__ import annotations
@@ -231,9 +232,9 @@ def snakemake_inputs(job: Job, jobs: list[Job], root: str | Path = ".") -> list[
     outs = _outputs(jobs)
     inputs: list[str] = []
     for dep in job.deps:
-        if dep in outs.gate:
-            continue
         enclosing = outs.enclosing_folder(dep)
+        if dep in outs.gate or enclosing in outs.gate:
+            continue  # a gate's outputs: brought up to date at parse time (module docstring)
         if enclosing is not None:
             inputs.append(enclosing)
             continue

@@ -10,7 +10,8 @@ Per-run stages keep DVC's ``foreach`` over ``studies.<study>.runs``, so adding a
 of params.yaml and needs no regeneration. Adding, removing or switching off a study, or switching
 an analysis on or off, changes the stage list: run ``genlab dag --write`` (Snakemake does it
 itself when it parses the workflow). Each stage's code dependencies are the import closure of
-the modules its command runs (:mod:`genlab.workflow.code_deps`).
+the modules its command runs (:mod:`genlab.workflow.code_deps`), each file named by its digest
+(:mod:`genlab.workflow.code_digest`), so that only a change to the code reruns a stage.
 
 What each stage tracks is exactly what it records as its settings in its sidecars
 (:func:`genlab.stages.settings.stage_settings`, from which the params lists are derived):
@@ -40,6 +41,7 @@ from genlab.data.draws import data_fields, runs_of_seeds, seed_blocks, seeds
 from genlab.stages.settings import run_blocks, stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
+from genlab.workflow.code_digest import CODE_STAGE, PACKAGE, digest_path
 
 PARAMS_FILE = "params.yaml"
 GATE_STAMP = str(paths.GATE_STAMP)
@@ -55,7 +57,8 @@ HEADER = """\
 # (src/genlab/analyses/registry.py), src/genlab/paths.py and the studies and analyses that
 # params.yaml declares; genlab.workflow.generate says what each stage tracks. `meta:` holds what
 # only Snakemake reads: threads, resources (gpu: 1 marks the torch stages, requested only when
-# they run on CUDA), log. Each stage's src/ dependencies are the files its command imports.
+# they run on CUDA), log. Each stage's code dependencies are the digests (data/code/, written by
+# the code_digests stage) of the source files its command imports.
 """
 
 
@@ -105,21 +108,37 @@ class _Builder:
         self.params, self.deps = params, CodeDeps(root)
 
     def code(self, kind: str, *modules: str) -> list[str]:
-        return self.deps.files([*ENTRY, STAGE_MODULE[kind], *modules])
+        return self.digests([*ENTRY, STAGE_MODULE[kind], *modules])
+
+    def digests(self, roots: list[str]) -> list[str]:
+        """The code dependencies of a command running ``roots``: the digest of each source file
+        in their import closure (genlab.workflow.code_digest), not the file's bytes."""
+        return [digest_path(f) for f in self.deps.files(roots)]
 
     def stages(self) -> dict[str, Any]:
-        stages: dict[str, Any] = {"check_params": {
+        stages: dict[str, Any] = {CODE_STAGE: {
+            # the one stage that reads the sources' bytes; a gate (meta): Snakemake's reconcile
+            # runs it at parse time, so that no Snakemake job is upstream of every stage
+            "cmd": _cmd(CODE_STAGE, "code-digests"),
+            "deps": [str(PACKAGE)],
+            # persist: a digest file is rewritten only when its digest changes (its hash and
+            # mtime hold still across a comment edit)
+            "outs": [{str(paths.CODE_DIGESTS): {"persist": True}},
+                     {_stamp(CODE_STAGE): {"persist": True}}],
+            "meta": {"gate": True, "log": _log(CODE_STAGE)},
+        }}
+        stages["check_params"] = {
             # --layout: the studies and analyses this file has stages for, so that DVC reruns
             # the gate whenever they change and the gate stops if params.yaml wants others
             "cmd": _cmd("check_params", "check-params", PARAMS_FILE, "--stamp", GATE_STAMP,
                         "--layout", layout_digest(self.params)),
-            "deps": self.deps.files([*ENTRY, "genlab.stages.check_params"]),
+            "deps": self.digests([*ENTRY, "genlab.stages.check_params"]),
             "params": ["scale", "report", "studies"],
             # persist: DVC deletes a stage's outputs before running it; an invalid file must
             # delete nothing, these stamps included (a failed check leaves dvc.lock stale)
             "outs": [{GATE_STAMP: {"persist": True}}, {_stamp("check_params"): {"persist": True}}],
             "meta": {"gate": True, "log": _log("check_params")},
-        }}
+        }
         report_deps: list[str] = []
         for name, config in self.params.declared_studies().items():
             study = self.study(name, config)
@@ -135,11 +154,8 @@ class _Builder:
                      *self.code("report", *(figures_module(s) for s in studies),
                                *(a.view_module for a in ANALYSES.values()))],
             "params": ["scale", "report", "studies"],
-            "outs": [str(paths.REPORTS / "index.html"), str(paths.REPORTS / "claims.json"),
-                     _stamp("report")],
-            # flat and small, for `dvc metrics diff` and `dvc exp show` (claims.json's list of
-            # records is invisible to them)
-            "metrics": [str(paths.REPORTS / "metrics.json")],
+            # metrics.json is a plain output: the DVC metrics are the studies' metrics folders
+            "outs": [*(str(paths.REPORTS / f) for f in paths.REPORT_FILES), _stamp("report")],
             "meta": {"log": _log("report")},
         }
         return stages
@@ -196,9 +212,8 @@ class _Builder:
                 # its own seed's draws only: adding a seed retrains no other run
                 "deps": [GATE_STAMP, *paths.draw_files(name, "${item.seed}"), *code],
                 "params": _tracked(key, config, "train", next(iter(config.runs))),
-                "outs": [*(str(run / f) for f in paths.RUN_FILES if f != "metrics.json"),
+                "outs": [*(str(run / f) for f in paths.RUN_FILES),
                          _stamp(f"{name}_train@${{key}}")],
-                "metrics": [str(run / "metrics.json")],
                 "meta": _torch_meta(_log(name, "${key}", "train"), res.mem_mb, res.runtime),
             }}
         analyses = enabled_analyses(config)
@@ -230,6 +245,8 @@ class _Builder:
                 for a in analyses for table in ANALYSES[a].tables),
                      # an out, not a DVC metric: its provenance would make thousands of columns
                      str(study_dir / "summary.json"), _stamp(f"{name}_aggregate")],
+            # one small flat file per claim, the same keys in each (genlab.report.metrics)
+            "metrics": [str(study_dir / paths.METRICS)],
         }
         if entry.plots:
             aggregate["plots"] = [{str(study_dir / p.file): {

@@ -1,10 +1,13 @@
 """The engines' books: both judge a stage by its fingerprint (:mod:`genlab.workflow.fingerprint`).
 
-- :func:`reconcile` runs when Snakemake parses the workflow (and as ``genlab sync``). Snakemake
-  judges by mtimes; this makes the mtimes say what the fingerprints say. Each rule has one extra
-  input, ``.genlab/stale/<rule>``: for a stale stage it is rewritten now (the reason, with the
-  time), so Snakemake reruns the stage whatever its outputs' mtimes (say, outputs that
-  ``dvc exp run`` wrote from other params); for a current stage it is set to the epoch, and
+- :func:`reconcile` runs when Snakemake parses the workflow (and as ``genlab sync``). It first
+  runs the code digests' stage if it is stale (genlab.workflow.code_digest): every other stage's
+  fingerprint reads its outputs, and as a Snakemake job upstream of every stage it would make
+  Snakemake rerun them all. Snakemake judges by mtimes; this makes the mtimes say what the
+  fingerprints say. Each rule has one extra input, ``.genlab/stale/<rule>``: for a stale stage
+  it is rewritten now (the reason, with the time), so Snakemake reruns the stage whatever its
+  outputs' mtimes (say, outputs that ``dvc exp run`` wrote from other params); for a current
+  stage it is set to the epoch, and
   outputs older than one of their inputs (as ``dvc checkout`` or ``dvc pull`` leave them) get a
   newer mtime, so Snakemake does not rerun what is current. Nothing is deleted; only mtimes
   change.
@@ -32,6 +35,7 @@ from typing import Any
 import yaml
 
 from genlab.workflow.adapter import Job, dvc_jobs, load_yaml, snakemake_inputs
+from genlab.workflow.code_digest import CODE_STAGE
 from genlab.workflow.fingerprint import Hasher, Verdict, files_under, judge, stamp_path
 
 GENLAB_DIR = ".genlab"
@@ -99,6 +103,9 @@ def reconcile(root: str | Path, jobs: list[Job] | None = None,
     """Set the mtimes Snakemake judges by to what the stamps say; print what is stale."""
     root = Path(root)
     jobs = dvc_jobs(root) if jobs is None else jobs
+    # the code digests first: every other stage's fingerprint reads them (the params stamp is
+    # in none, so the params check may run as a job)
+    run_stale_gates(root, [j for j in jobs if j.stage == CODE_STAGE])
     hasher = Hasher.load(root)
     verdicts = judge(root, jobs, hasher)
     (root / GENLAB_DIR / "stale").mkdir(parents=True, exist_ok=True)
@@ -173,6 +180,15 @@ def _locked_stamps(lock: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def run_stale_gates(root: Path, jobs: list[Job]) -> None:
+    """Run each stale gate among ``jobs`` (dvc.yaml's first stages: the code digests, then the
+    params check), in order, about a second each: DVC lists their outputs as dependencies of
+    every stage."""
+    for gate in (j for j in jobs if j.gate):
+        if not judge(root, [gate])[gate.stage].current:
+            _run_gate(root, gate)
+
+
 def _run_gate(root: Path, gate: Job) -> None:
     argv = shlex.split(gate.cmd)
     if argv[0] == "python":  # the interpreter running us, not whichever is on PATH
@@ -187,11 +203,7 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
     root = Path(root)
     t0 = time.perf_counter()
     jobs = dvc_jobs(root)
-    # A targeted run never schedules the gate (Snakemake checks params.yaml at parse time), but
-    # DVC lists its stamp as a dependency of every stage: run it (about a second) if it is stale.
-    for gate in (j for j in jobs if j.gate):
-        if not judge(root, [gate])[gate.stage].current:
-            _run_gate(root, gate)
+    run_stale_gates(root, jobs)  # an edit during the run may leave one stale
     hasher = Hasher.load(root)
     verdicts = judge(root, jobs, hasher)
     lock, as_read = _read_lock(root)

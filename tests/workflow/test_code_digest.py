@@ -1,0 +1,94 @@
+"""Code digests: comments, docstrings and layout change nothing, a token changes the digest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from genlab.workflow.code_digest import digest_path, python_digest, source_of, write_digests
+
+CODE = '''"""A module."""
+import math
+
+
+class Model:
+    """A class."""
+
+    width: int = 3
+    """An attribute's docstring (pydantic can read it): kept."""
+
+    def area(self, r):
+        """A method."""
+        return math.pi * r ** 2  # a comment
+'''
+
+SAME = [
+    CODE + "# a comment at the end\n",
+    CODE.replace('"""A module."""', '"""Another module docstring,\n\nover lines."""'),
+    CODE.replace('"""A method."""', "'''Reworded.'''"),
+    CODE.replace('    """A class."""\n\n', ""),  # a docstring removed
+    CODE.replace("math.pi * r ** 2", "(math.pi\n                * r**2)"),  # reflowed
+    CODE.replace("\n\nclass", "\n\n\n\n\nclass"),
+]
+DIFFERENT = [
+    CODE.replace("r ** 2", "r ** 3"),  # a constant
+    CODE.replace("math.pi *", "math.tau *"),  # a name
+    CODE.replace("width: int = 3", "width: int = 4"),
+    CODE.replace("An attribute's docstring", "The attribute's docstring"),  # not a body's first
+    CODE + "pass\n",  # one token, a statement
+    CODE.replace("return math.pi", "return -math.pi"),
+]
+
+
+@pytest.mark.parametrize("variant", range(len(SAME)))
+def test_comments_docstrings_and_layout_leave_the_digest(variant: int) -> None:
+    assert python_digest(SAME[variant]) == python_digest(CODE)
+
+
+@pytest.mark.parametrize("variant", range(len(DIFFERENT)))
+def test_a_code_change_changes_the_digest(variant: int) -> None:
+    assert python_digest(DIFFERENT[variant]) != python_digest(CODE)
+
+
+def test_digest_paths_round_trip() -> None:
+    path = "src/genlab/analyses/curvature/trace.py"
+    assert digest_path(path) == "data/code/genlab/analyses/curvature/trace.py.digest"
+    assert source_of(digest_path(path)) == path
+    assert source_of("data/params.checked") is None
+
+
+def test_write_digests_rewrites_only_what_changed(tmp_path: Path) -> None:
+    src = tmp_path / "src/genlab"
+    (src / "sub").mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "sub/mod.py").write_text(CODE)
+    (src / "sub/page.html.j2").write_text("<p>{{ x }}</p>\n")
+    (src / "sub/__pycache__").mkdir()
+    (src / "sub/__pycache__/mod.cpython-311.pyc").write_bytes(b"\0")
+    written = write_digests(tmp_path)
+    digests = sorted(p.relative_to(tmp_path).as_posix()
+                     for p in (tmp_path / "data/code").rglob("*") if p.is_file())
+    assert sorted(written) == digests == [
+        "data/code/genlab/__init__.py.digest", "data/code/genlab/sub/mod.py.digest",
+        "data/code/genlab/sub/page.html.j2.digest"]
+    mod = tmp_path / "data/code/genlab/sub/mod.py.digest"
+    assert mod.read_text() == f"ast {python_digest(CODE)}\n"
+    assert (tmp_path / digests[2]).read_text().startswith("bytes ")
+    os.utime(mod, ns=(1, 1))
+    (src / "sub/mod.py").write_text(SAME[0])  # a comment: nothing rewritten
+    assert write_digests(tmp_path) == [] and mod.stat().st_mtime_ns == 1
+    (src / "sub/page.html.j2").write_text("<p>{{ x }} </p>\n")  # a template: its bytes count
+    assert write_digests(tmp_path) == [digests[2]]
+    (src / "sub/mod.py").write_text(DIFFERENT[0])
+    assert write_digests(tmp_path) == [str(mod.relative_to(tmp_path))]
+    (src / "sub/mod.py").unlink()  # a deleted source loses its digest
+    assert write_digests(tmp_path) == [str(mod.relative_to(tmp_path))] and not mod.exists()
+
+
+def test_a_syntax_error_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "src/genlab").mkdir(parents=True)
+    (tmp_path / "src/genlab/broken.py").write_text("def f(:\n")
+    with pytest.raises(SyntaxError, match="broken.py"):
+        write_digests(tmp_path)
