@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,7 +35,8 @@ from tests_support import copy_project, run, tool_env
 pytestmark = pytest.mark.remote
 
 STAGE = "random_labels_synthesize_s0"
-WITH_DEPS = ["--with-deps", STAGE]  # the stage and the gate it depends on
+GATES = ("code_digests", "check_params")  # the stages it depends on
+WITH_DEPS = ["--with-deps", STAGE]  # the stage and the gates it depends on
 CORRUPTED = "data/random_labels/dataset/s0/train.parquet"
 KEY_ID, SECRET = "genlab-tests", "test-secret-not-a-credential"
 # A dead remote must fail rather than hang. Measured: 18 s for the S3 pull on a busy 2-core
@@ -140,11 +142,26 @@ class Project:
                 for p in sorted((self.root / "data").rglob("*"))
                 if p.is_file() and p.name != ".gitignore"}
 
-    def locked_md5s(self) -> dict[str, str]:
-        """dvc.lock's md5 of every output of the stage and the stages it depends on."""
+    def _locked_outs(self) -> list[dict]:
         lock = yaml.safe_load((self.root / "dvc.lock").read_text())["stages"]
-        return {out["path"]: out["md5"] for name in ("check_params", STAGE)
-                for out in lock[name]["outs"]}
+        return [out for name in (*GATES, STAGE) for out in lock[name]["outs"]]
+
+    def locked_md5s(self) -> dict[str, str]:
+        """dvc.lock's md5 of every file the stage and the stages it depends on wrote, a folder
+        output's files by the listing DVC keeps of it in the cache (its ``.dir`` object)."""
+        found = {}
+        for out in self._locked_outs():
+            if out["md5"].endswith(".dir"):
+                listing = json.loads(_object(self.root / ".dvc" / "cache", out["md5"]).read_text())
+                found |= {f"{out['path']}/{entry['relpath']}": entry["md5"] for entry in listing}
+            else:
+                found[out["path"]] = out["md5"]
+        return found
+
+    def locked_objects(self) -> set[str]:
+        """What a push of those stages sends: each file's object, and each folder's listing."""
+        return set(self.locked_md5s().values()) | {
+            out["md5"] for out in self._locked_outs() if out["md5"].endswith(".dir")}
 
     def stages_run(self) -> set[str]:
         """Stages ``dvc repro`` of the stage actually ran."""
@@ -242,7 +259,7 @@ def test_round_trip_restores_every_byte_and_nothing_reruns(produced: Project, re
     assert produced.sh("dvc", "push", *WITH_DEPS).returncode == 0
     locked = produced.locked_md5s()
     pushed = {p.parent.name + p.name for p in remote.store.rglob("*") if p.is_file()}
-    assert pushed == set(locked.values())
+    assert pushed == produced.locked_objects()
 
     clone = produced.clone(tmp_path / "clone", remote)
     clone.sh("dvc", "pull", *WITH_DEPS)
@@ -254,13 +271,15 @@ def test_round_trip_restores_every_byte_and_nothing_reruns(produced: Project, re
 
 
 def test_wrong_s3_key_fails_clearly(produced: Project, s3: Remote, tmp_path: Path) -> None:
-    """rclone checks every request's signature: push and pull stop at the first request."""
+    """rclone checks every request's signature: push and pull stop at the first request, with
+    403 Forbidden (a push whose first request is a HEAD, as for a folder output's listing, gets
+    no error body to name SignatureDoesNotMatch)."""
     wrong = s3.under(tmp_path.name).with_options(secret_access_key="not-the-secret")
 
     produced.use(wrong)
     push = produced.sh("dvc", "push", *WITH_DEPS, check=False)
     assert push.returncode != 0
-    assert "SignatureDoesNotMatch" in push.stderr
+    assert "SignatureDoesNotMatch" in push.stderr or "(403)" in push.stderr, push.stderr
 
     clone = produced.clone(tmp_path / "clone", wrong)
     pull = clone.sh("dvc", "pull", *WITH_DEPS, check=False)
