@@ -216,7 +216,8 @@ def test_remembered_stages_are_served_until_dvc_yaml_or_params_change(
     params.write_text(params.read_text().replace("title: genlab report", "title: edited", 1))
     edited = adapter.dvc_jobs(tmp_path)
     assert edited[0] is not served[0]
-    assert edited[0].params["report"]["title"] == "edited"  # check_params tracks every setting
+    gate = next(job for job in edited if job.stage == "check_params")
+    assert gate.params["report"]["title"] == "edited"  # check_params tracks every setting
     assert adapter.dvc_jobs(ROOT) == adapter._parse_jobs(ROOT)  # another workspace: parsed
 
 
