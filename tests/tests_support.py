@@ -58,6 +58,8 @@ def copy_project(dest: Path, env: dict[str, str]) -> Path:
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
                             capture_output=True, check=True).stdout.decode().split("\0")
     for rel in filter(None, listed):
+        if rel == "dvc.lock":  # a run's record (not committed): a fresh clone has none
+            continue
         src = ROOT / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -105,6 +105,23 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
                                                    "label_sharpness": 5}
 
 
+def test_a_stage_that_dvc_lock_names_but_the_cache_lacks_is_recorded_again(
+        project: Project) -> None:
+    """A dvc.lock from elsewhere (a colleague's, an earlier workspace's) can name exactly the
+    outputs a run made here while this cache never held them: the stamps agree, and only the
+    cache tells. Recording after a run (Snakemake's onsuccess) commits that stage again."""
+    entry = yaml.safe_load((project.root / "dvc.lock").read_text())["stages"]["report"]
+    md5 = next(o["md5"] for o in entry["outs"] if o["path"] == "data/stamps/report.json")
+    (project.root / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
+    assert json.loads(project.sh("dvc", "status", "--json").stdout) == {
+        "report": [{"changed outs": {"data/stamps/report.json": "not in cache"}}]}
+    assert project.snakemake_plan() == set()
+    recorded = project.sh(sys.executable, "-c", "from genlab.workflow.sync import record_in_dvc;"
+                          " print(record_in_dvc('.'))").stdout
+    assert recorded.strip() == "['report']"
+    assert project.sh("dvc", "status", "--json").stdout.strip() == "{}"
+
+
 def test_dvc_metrics_are_a_narrow_table_of_every_claim(project: Project) -> None:
     """`dvc metrics show` prints a row per claim (and per study's counts) and a column per key:
     the same few keys for every claim, so the table stays narrow however many claims there are;

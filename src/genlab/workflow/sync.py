@@ -208,8 +208,12 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
     verdicts = judge(root, jobs, hasher)
     lock, as_read = _read_lock(root)
     locked = _locked_stamps(lock)
+    objects = _cache_objects(root)
+    # current, and dvc.lock lacks its stamp or lists outputs that this cache lacks (a dvc.lock
+    # that came from elsewhere, a colleague's or an earlier workspace's, with the same results)
     todo = [j.stage for j in jobs if verdicts[j.stage].current
-            and locked.get(j.stage) != hasher.digest(str(stamp_path(j.stage)))]
+            and (locked.get(j.stage) != hasher.digest(str(stamp_path(j.stage)))
+                 or not _cached(lock["stages"].get(j.stage, {}), objects))]
     hasher.save(JUDGED)  # sources and files genlab touched
     stale = sorted(v.stage for v in verdicts.values() if not v.current)
     if todo:
@@ -218,6 +222,25 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
           + (f"; {len(stale)} stale stage(s) left for the next run: {', '.join(stale[:8])}"
              + (" ..." if len(stale) > 8 else "") if stale else ""), file=out)
     return todo
+
+
+def _cache_objects(root: Path) -> Path:
+    """The folder of this repository's DVC cache objects (``dvc cache dir`` respected), read
+    from its config files without opening the repository."""
+    from dvc.config import Config
+
+    cache_dir = Config(dvc_dir=str(root / ".dvc")).get("cache", {}).get("dir")
+    return Path(cache_dir or root / ".dvc" / "cache") / "files" / "md5"
+
+
+def _cached(entry: dict[str, Any], objects: Path) -> bool:
+    """Whether the cache holds the object of every output a dvc.lock entry lists (a folder's
+    listing, for a folder)."""
+    for out in entry.get("outs", []):
+        md5 = out.get("md5")
+        if not md5 or not (objects / md5[:2] / md5[2:]).is_file():
+            return False
+    return True
 
 
 def _commit(root: Path, names: list[str], lock: dict[str, Any],
