@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from genlab.report.metrics import claim_file
 from genlab.workflow.adapter import dvc_jobs
 from genlab.workflow.code_digest import digest_path
 from genlab.workflow.sync import SNAKEMAKE_MARKER
@@ -135,9 +136,7 @@ def test_dvc_metrics_are_a_narrow_table_of_every_claim(project: Project) -> None
     files = shown[""]["data"] if "" in shown else next(iter(shown.values()))["data"]
     claims = json.loads((project.root / "reports/claims.json").read_text())["claims"]
     for claim in claims:
-        name = f"{claim['key']}@{claim['condition']}" if claim.get("condition") else claim["key"]
-        path = next(p for p in files if p.startswith(f"data/{claim['study']}/metrics/")
-                    and p.endswith(f"/{re.sub(r'[^0-9A-Za-z_.=@+-]', '_', name)}.json"))
+        path = f"data/{claim['study']}/metrics/{claim_file(claim)}"
         assert files[path]["data"]["status"] == claim["status"], path
     assert not any("/runs/" in p for p in files)  # a run's metrics.json is a plain output
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from genlab.workflow.sync import run_dvc
+from genlab.workflow.sync import cache_objects_dir, run_dvc
 
 DIR_SUFFIX = ".dir"  # a folder output's object: the JSON listing of its files' md5s
 
@@ -30,14 +30,6 @@ class CacheReport:
     checked: int
     damaged: tuple[Path, ...]  # cache objects whose md5 is not their name
     affected: tuple[Path, ...]  # workspace outputs checked out from them (files or folders)
-
-
-def cache_objects_dir(root: Path) -> Path:
-    """Where this repository's DVC keeps its md5-named objects (``dvc cache dir`` respected)."""
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        return Path(repo.cache.local.path)
 
 
 def object_hash(path: Path) -> str:

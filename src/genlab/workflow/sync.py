@@ -208,7 +208,7 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
     verdicts = judge(root, jobs, hasher)
     lock, as_read = _read_lock(root)
     locked = _locked_stamps(lock)
-    objects = _cache_objects(root)
+    objects = cache_objects_dir(root)
     # current, and dvc.lock lacks its stamp or lists outputs that this cache lacks (a dvc.lock
     # that came from elsewhere, a colleague's or an earlier workspace's, with the same results)
     todo = [j.stage for j in jobs if verdicts[j.stage].current
@@ -224,9 +224,9 @@ def record_in_dvc(root: str | Path, out=sys.stderr) -> list[str]:
     return todo
 
 
-def _cache_objects(root: Path) -> Path:
-    """The folder of this repository's DVC cache objects (``dvc cache dir`` respected), read
-    from its config files without opening the repository."""
+def cache_objects_dir(root: Path) -> Path:
+    """Where this repository's DVC keeps its md5-named objects (``dvc cache dir`` respected),
+    read from its config files without opening the repository."""
     from dvc.config import Config
 
     cache_dir = Config(dvc_dir=str(root / ".dvc")).get("cache", {}).get("dir")
