@@ -133,6 +133,17 @@ def assert_same_artifacts(again, first) -> None:
 
 
 def train_every_run(spec, cfg) -> dict:
-    """Every run of a study's settings trained on its one dataset (the tiny end-to-end runs)."""
-    dataset = spec.synthesize(cfg)
-    return {name: spec.train_run(cfg, name, dataset, torch.device("cpu")) for name in cfg.runs}
+    """Every run of a study's settings trained on its one dataset (the tiny end-to-end runs), or,
+    for a study whose runs pick their data (``DATA_FIELDS``), on its own draw as the pipeline
+    trains it."""
+    from genlab.data.draws import data_fields, draw_settings, run_draw_id
+
+    if not data_fields(cfg):
+        dataset = spec.synthesize(cfg)
+        return {name: spec.train_run(cfg, name, dataset, torch.device("cpu"))
+                for name in cfg.runs}
+    out = {}
+    for name in cfg.runs:
+        draw = draw_settings(cfg, run_draw_id(cfg, name))
+        out[name] = spec.train_run(draw, name, spec.synthesize(draw), torch.device("cpu"))
+    return out

@@ -58,11 +58,11 @@ RUNS = {
            "sgd_stability": 2, "intrinsic_dim": 5, "influence": 2, "mislabel_detection": 2,
            "measures_grid": 14, "neural_collapse": 2, "mnist1d_baselines": 8, "layer_id": 4,
            "deep_double_descent": 6, "influence_mnist1d": 2,
-           "mislabel_mnist1d": 2, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3,
+           "mislabel_mnist1d": 3, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3,
            "label_sharpness": 4},
     "cpu": {"random_labels": 30, "benign_oscillation": 40, "double_descent": 10, "eos_gd": 20,
             "sgd_stability": 18, "intrinsic_dim": 90, "influence": 6, "influence_mnist1d": 6,
-            "mislabel_detection": 20, "mislabel_mnist1d": 6, "measures_grid": 192,
+            "mislabel_detection": 20, "mislabel_mnist1d": 40, "measures_grid": 192,
             "neural_collapse": 6, "mnist1d_baselines": 18, "layer_id": 18,
             "deep_double_descent": 27, "layer_rotation": 33, "full_batch_gd": 25,
             "repetition": 15, "label_sharpness": 30},
@@ -70,7 +70,7 @@ RUNS = {
               "sgd_stability": 50, "intrinsic_dim": 50, "influence": 10, "mislabel_detection": 10,
               "measures_grid": 3645, "neural_collapse": 10, "mnist1d_baselines": 60,
               "layer_id": 30, "deep_double_descent": 240, "influence_mnist1d": 10,
-              "mislabel_mnist1d": 10, "layer_rotation": 55, "full_batch_gd": 25,
+              "mislabel_mnist1d": 40, "layer_rotation": 55, "full_batch_gd": 25,
               "repetition": 50, "label_sharpness": 110},
 }
 

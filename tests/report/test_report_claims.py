@@ -107,3 +107,29 @@ def test_results_page_is_written_from_claims_json_with_where_it_was_measured(
             "| inconclusive |") in literature
     assert "Random labels sit at chance." in page[page.index("## Controls"):]
     assert "Random labels sit at chance." not in literature
+
+
+def test_a_studys_diagnosis_is_shown_in_its_section_and_on_the_results_page(
+        report_workspace: Path, tmp_path: Path) -> None:
+    """A summary's "diagnosis" paragraphs (issue 38's "why these verdicts") go under the study's
+    heading in the report and into claims.json, whence `genlab results` prints them; a study
+    without one gets no such block."""
+    path = report_workspace / "data" / PRESENT / "summary.json"
+    lines_ = ["Cause: the setting; the model fits 37% of its training set.",
+              "digits, logistic (10 seeds): fits 95.1% <of> the unflipped points."]
+    write_json(path, {**read_json(path), "diagnosis": lines_})
+    html = render_workspace(report_workspace).read_text()
+    section = html[html.index(f'<h2 id="{PRESENT}">'):]
+    section = section[:section.index("<h2 ", 1)]
+    assert "<h3>Why these verdicts</h3>" in section
+    assert "<p>Cause: the setting; the model fits 37% of its training set.</p>" in section
+    assert "fits 95.1% &lt;of&gt; the unflipped" in section  # escaped, like every text
+    assert html.count("Why these verdicts") == 1
+    document = read_json(report_workspace / "reports/claims.json")
+    assert document["diagnoses"] == {PRESENT: lines_}
+    out = tmp_path / "results.md"
+    assert main(["results", str(report_workspace / "reports/claims.json"), "--out",
+                 str(out)]) == 0
+    page = out.read_text()
+    why = page[page.index("## Why these verdicts"):page.index("## Sources")]
+    assert f"### {PRESENT}" in why and lines_[0] in why and lines_[1] in why

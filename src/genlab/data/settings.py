@@ -311,6 +311,12 @@ def seedless(settings: type[FrozenModel]) -> type[FrozenModel]:
                         __base__=FrozenModel, __doc__=settings.__doc__, **fields)
 
 
+MNIST1DTask = seedless(MNIST1DSettings)
+"""MNIST-1D's block in a TaskData (MNIST1DSettings without the seed)."""
+DigitsTask = seedless(DigitsSettings)
+"""The digits' block in a TaskData (DigitsSettings without the seed)."""
+
+
 class TaskData(FrozenModel):
     """The seed of every draw, the draw's task, and (in subclasses) one block per task."""
 

@@ -48,6 +48,8 @@ class StudySection:
     # the post-hoc analyses of every run (genlab.report.analyses), with figures as inline SVG
     analyses: list[AnalysisSection] = field(default_factory=list)
     tables: list[StudyTable] = field(default_factory=list)
+    # "why these verdicts": the study's diagnostics of its claims, from its own numbers
+    diagnosis: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,7 @@ def collect(params: Params, study_dirs: dict[str, Path], logs: Path | None = Non
             name=name, title=spec.title, description=config.description, claims=data["claims"],
             figures=figures, run_columns=spec.run_columns, runs=runs,
             provenance=data["provenance"], analyses=_analyses(data, folder, config),
-            tables=tables))
+            tables=tables, diagnosis=tuple(data.get("diagnosis", ()))))
     if sections:
         first = sections[0].provenance
     else:  # nothing has run: what this process would record

@@ -58,6 +58,11 @@ def markdown(document: Mapping[str, Any], today: str) -> str:
                 c["study"], c["claim"], c.get("condition") or "", _effect(c), c.get("n", ""),
                 c.get("rule", ""), LABEL[c["status"]])) + " |")
         out.append("")
+    diagnoses = document.get("diagnoses", {})
+    if diagnoses:
+        out += ["## Why these verdicts", ""]
+        for study, lines in diagnoses.items():
+            out += [f"### {study}", "", *(line + "\n" for line in lines)]
     citations = dict.fromkeys((c["study"], c["citation"]) for c in claims)
     out += ["## Sources", "", *(f"- {study}: {citation}" for study, citation in citations), ""]
     return "\n".join(out)

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace) -> int:
                        "genlab_version": report.provenance["genlab_version"],
                        "scale": report.scale, "params_sha256": report.params_sha256,
                        "switched_off": list(params.switched_off)},
-        "claims": [c for c in report.claims]})
+        "claims": [c for c in report.claims],
+        # each study's "why these verdicts" paragraphs, for the results page too
+        "diagnoses": {s.name: list(s.diagnosis) for s in report.sections if s.diagnosis}})
     write_json(args.out / "metrics.json", claim_metrics(report.claims))
     print(f"report written to {args.out / 'index.html'}")
     return 0

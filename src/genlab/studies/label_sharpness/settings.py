@@ -6,7 +6,13 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from genlab.data.settings import DigitsSettings, FourierLabelSettings, MNIST1DSettings, seedless
+from genlab.data.settings import (
+    DigitsSettings,
+    DigitsTask,
+    FourierLabelSettings,
+    MNIST1DSettings,
+    MNIST1DTask,
+)
 from genlab.settings import (
     AdamFitRecipe,
     ClaimRule,
@@ -27,8 +33,6 @@ CITATION = ("Konz & Mazurowski. The effect of intrinsic dataset properties on ge
 
 Task = Literal["waves", "mnist1d", "digits"]
 REAL_TASKS = ("mnist1d", "digits")
-MNIST1DTask = seedless(MNIST1DSettings)
-DigitsTask = seedless(DigitsSettings)
 
 
 class WavesBlock(FrozenModel):

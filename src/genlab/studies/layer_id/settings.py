@@ -6,7 +6,7 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from genlab.data.settings import DigitsSettings, MNIST1DSettings, TaskData, seedless
+from genlab.data.settings import DigitsSettings, DigitsTask, MNIST1DSettings, MNIST1DTask, TaskData
 from genlab.settings import (
     AdamFitRecipe,
     ClaimRule,
@@ -29,8 +29,6 @@ Labels = Literal["clean", "random"]
 Task = Literal["mnist1d", "digits"]
 TASK_SETTINGS: dict[str, type[FrozenModel]] = {"mnist1d": MNIST1DSettings,
                                                 "digits": DigitsSettings}
-MNIST1DTask = seedless(MNIST1DSettings)
-DigitsTask = seedless(DigitsSettings)
 
 
 class LayerIDData(TaskData):

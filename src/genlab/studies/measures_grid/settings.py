@@ -8,7 +8,13 @@ from typing import Annotated, ClassVar, Literal, Self
 from pydantic import Field, model_validator
 
 from genlab.analyses.registry import AnalysesSettings
-from genlab.data.settings import MNIST1DSettings, TaskData, TeacherStudentSettings, seedless
+from genlab.data.settings import (
+    MNIST1DSettings,
+    MNIST1DTask,
+    TaskData,
+    TeacherStudentSettings,
+    seedless,
+)
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug, format_float_slug
 from genlab.studies.entry import Resources, StudyEntry
 
@@ -30,7 +36,6 @@ CNN_TASKS = frozenset({"mnist1d_cnn"})
 
 
 TeacherTask = seedless(TeacherStudentSettings)
-MNIST1DTask = seedless(MNIST1DSettings)
 
 
 class GridData(TaskData):

@@ -1,5 +1,5 @@
-"""The mislabel_mnist1d study's experiment: an MNIST-1D draw with flipped training labels, a
-multiclass model fitted to them in float64, and every ranking."""
+"""The mislabel_mnist1d study's experiment: an MNIST-1D or digits draw with flipped training
+labels, a multiclass model fitted to them in float64, and every ranking."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from genlab.analyses.influence.detection import (
 )
 from genlab.analyses.influence.exact import loss_function
 from genlab.data.dataset import Dataset
+from genlab.data.digits import digits
 from genlab.data.mnist1d import mnist1d
 from genlab.models.registry import count_parameters, model_spec, state_tensors
 from genlab.seeding import derive_seed
@@ -31,7 +32,9 @@ SCORE_SCHEMA = pa.schema([("train_id", pa.int64()), ("method", pa.string()),
 
 
 def synthesize(config: MislabelMNIST1DConfig) -> Dataset:
-    return mnist1d(config.data)
+    """One draw's data: the block's task (set from the runs' task by genlab.data.draws)."""
+    settings = config.data.settings()
+    return digits(settings) if config.data.task == "digits" else mnist1d(settings)
 
 
 def flip_labels(y: np.ndarray, fraction: float, n_classes: int,
@@ -64,12 +67,13 @@ def train_run(config: MislabelMNIST1DConfig, run_name: str, dataset: Dataset, de
     mask = torch.from_numpy(flipped).to(X.device)
     metrics: dict[str, Any] = {
         "status": "converged" if result.converged else "not_converged",
-        "model": run.model, "seed": run.seed, "dataset": "mnist1d", "l2": l2,
+        "task": run.task, "model": run.model, "seed": run.seed, "l2": l2,
         "n_parameters": count_parameters(model), "n_train": len(labels),
         "n_flipped": int(flipped.sum()),
         "fit": fitted.record(), "seconds": {"fit": fitted.seconds},
         "train_acc": accuracy(model, X, y),
         "train_acc_flipped": accuracy(model, X[mask], y[mask]),
+        "train_acc_unflipped": accuracy(model, X[~mask], y[~mask]),
         "train_acc_clean_labels": accuracy(model, X, clean),
         "test_acc": accuracy(model, X_test, y_test),
     }

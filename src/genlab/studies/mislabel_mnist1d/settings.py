@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
 from genlab.analyses.attribution_settings import SelfInfluenceSettings
-from genlab.data.settings import MNIST1DSettings
+from genlab.data.settings import (
+    DigitsSettings,
+    DigitsTask,
+    MNIST1DSettings,
+    MNIST1DTask,
+    TaskData,
+)
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
 from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
@@ -15,10 +21,31 @@ from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, Logisti
 NAME = "mislabel_mnist1d"
 CITATION = ("Koh & Liang. Understanding black-box predictions via influence functions. ICML 2017 "
             "(§5.4, fixing mislabeled examples); data: Greydanus, Scaling down deep learning "
-            "(MNIST-1D), arXiv:2011.14439, 2020.")
+            "(MNIST-1D), arXiv:2011.14439, 2020; digits: Alpaydin & Kaynak, UCI, 1998 "
+            "(scikit-learn's copy).")
+
+Task = Literal["mnist1d", "digits"]
+TASK_SETTINGS: dict[str, type[FrozenModel]] = {"mnist1d": MNIST1DSettings,
+                                                "digits": DigitsSettings}
+
+
+class MislabelData(TaskData):
+    """The datasets the runs name: MNIST-1D, on which multinomial logistic regression misfits
+    most clean labels too, and scikit-learn's 8x8 digits, which it fits as Koh & Liang's model
+    fitted theirs; a run trains on its dataset's draw of its seed."""
+
+    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = TASK_SETTINGS
+    task: Task | None = Field(None, description="The dataset of one draw, set from the run's "
+                              "task (genlab.data.draws); leave unset in params.yaml.")
+    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
+        None, description="MNIST-1D (MNIST1DSettings without seed).")
+    digits: DigitsTask | None = Field(  # type: ignore[valid-type]
+        None, description="scikit-learn's 8x8 digits, flattened to 64 pixels (DigitsSettings "
+        "without seed).")
 
 
 class MislabelMNIST1DRun(FrozenModel):
+    task: Task = Field(description="The dataset: 'mnist1d' or 'digits' (a declared condition).")
     model: ModelKind = Field(description="logistic: multinomial L2 logistic regression; mlp: "
                              "the tanh MLP.")
     seed: Seed = Field(description="Seed of the data draw (its own MNIST-1D series), of the "
@@ -39,7 +66,10 @@ class MislabelMNIST1DClaims(FrozenModel):
 
 class MislabelMNIST1DConfig(FrozenModel):
     description: str = Field("", max_length=2000)
-    data: MNIST1DSettings
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("task",)  # a run's dataset picks its draw
+
+    data: MislabelData = Field(description="The datasets: each seed draws its own from each "
+                               "(genlab.data.draws).")
     flip_fraction: float = Field(0.1, gt=0, lt=1, description="Exactly round(fraction·n) "
                                  "training labels, drawn at random, each changed to one of the "
                                  "other nine classes at random; test labels are clean.")
@@ -49,30 +79,44 @@ class MislabelMNIST1DConfig(FrozenModel):
     methods: SelfInfluenceSettings = SelfInfluenceSettings()
     claims: MislabelMNIST1DClaims
     runs: dict[Slug, MislabelMNIST1DRun] = Field(min_length=1, description="One line per run; "
-                                                 "the key is <model>-s<seed>.")
+                                                 "the key is <task>-<model>-s<seed>.")
 
     @model_validator(mode="after")
-    def _some_flips(self) -> Self:
-        n = int(self.data.num_samples * self.data.train_split)  # as the generator splits
-        if round(self.flip_fraction * n) < 1:
-            raise ValueError(f"flip_fraction ({self.flip_fraction}) flips none of the {n} "
-                             "training labels: nothing to detect")
+    def _tasks_and_flips(self) -> Self:
+        missing = self.data.missing(run.task for run in self.runs.values())
+        if missing:
+            raise ValueError(f"runs name the dataset(s) {missing} but data has no block for them")
+        for task in sorted({run.task for run in self.runs.values()}):
+            n = training_size(self.data.settings(task))
+            if round(self.flip_fraction * n) < 1:
+                raise ValueError(f"flip_fraction ({self.flip_fraction}) flips none of the {n} "
+                                 f"{task} training labels: nothing to detect")
         return self
 
 
+DIGITS_IMAGES = 1797  # scikit-learn's copy
+
+
+def training_size(settings: MNIST1DSettings | DigitsSettings) -> int:
+    """The number of training points the dataset's generator keeps, as it splits."""
+    if isinstance(settings, DigitsSettings):
+        return DIGITS_IMAGES - round(settings.test_fraction * DIGITS_IMAGES)
+    return int(settings.num_samples * settings.train_split)
+
+
 def run_id(run: MislabelMNIST1DRun) -> str:
-    return f"{run.model}-s{run.seed}"
+    return f"{run.task}-{run.model}-s{run.seed}"
 
 
 STUDY = StudyEntry(
     name=NAME,
-    title="Mislabel detection on MNIST-1D (Koh & Liang 2017): self-influence finds flipped "
-          "training labels among ten classes",
+    title="Mislabel detection on real data (Koh & Liang 2017): self-influence finds flipped "
+          "training labels among ten classes, on MNIST-1D and digits",
     citation=CITATION,
     config=MislabelMNIST1DConfig,
     run_id=run_id,
-    run_columns=("status", "n_parameters", "train_acc", "test_acc", "exact_auc", "ekfac_auc",
-                 "grad_dot_auc", "loss_auc", "random_auc"),
+    run_columns=("status", "task", "n_parameters", "train_acc", "train_acc_unflipped",
+                 "test_acc", "exact_auc", "ekfac_auc", "grad_dot_auc", "loss_auc", "random_auc"),
     grouped=False,
     train_resources=Resources(mem_mb=4000, runtime=60),
 )
