@@ -12,8 +12,13 @@ from pydantic import ValidationError
 
 from genlab.analyses.measures.norms import layer_rotations
 from genlab.io import dumps_json
-from genlab.settings import TrainSettings
-from genlab.studies.layer_rotation.claims import check_claims, seed_statistics, summarize
+from genlab.settings import MLPSettings, TrainSettings
+from genlab.studies.layer_rotation.claims import (
+    check_claims,
+    diagnosis,
+    seed_statistics,
+    summarize,
+)
 from genlab.studies.layer_rotation.experiment import SPEC, train_settings
 from genlab.studies.layer_rotation.figures import figures
 from genlab.studies.layer_rotation.settings import (
@@ -89,13 +94,15 @@ def test_the_schedule_decays_after_each_fraction() -> None:
 
 def test_run_ids_and_settings() -> None:
     assert run_id(RotationRun(optimizer="layca", lr=0.003, seed=2)) == "layca-lr0_003-s2"
+    assert run_id(RotationRun(optimizer="layca", init="glorot", lr=0.003,
+                              seed=2)) == "layca-glorot-lr0_003-s2"
     with pytest.raises(ValidationError, match="low"):
         config({"sgd-lr0_1-s0": {"optimizer": "sgd", "lr": 0.1, "seed": 0}}, low=0.9, high=0.3)
 
 
 def metrics(optimizer: str, lr: float, seed: int, rotation: float, acc: float,
-            spread: float = 0.0) -> dict:
-    return {"optimizer": optimizer, "lr": lr, "seed": seed, "status": "budget",
+            spread: float = 0.0, init: str = "torch") -> dict:
+    return {"optimizer": optimizer, "init": init, "lr": lr, "seed": seed, "status": "budget",
             "mean_rotation": rotation, "min_rotation": rotation - spread,
             "max_rotation": rotation + spread, "final_test_acc": acc, "final_train_acc": 1.0}
 
@@ -130,6 +137,58 @@ def test_claims_from_per_seed_statistics() -> None:
     assert claim.numbers["diverged"] == ["sgd-0-s0"]
 
 
+def test_each_initialisation_is_its_own_condition_with_its_diagnosis() -> None:
+    """Torch-default and Glorot runs are judged apart (the Layca claim fails under one and holds
+    under the other), and the diagnosis reports each group's fit, by rate."""
+    runs = {}
+    for seed in range(3):
+        for init, high_acc in (("torch", 0.1), ("glorot", 0.75)):
+            runs[f"layca-{init}-hi-s{seed}"] = metrics("layca", 0.3, seed, 0.95,
+                                                       high_acc + 0.01 * seed, init=init)
+            runs[f"layca-{init}-lo-s{seed}"] = metrics("layca", 0.001, seed, 0.1, 0.5, init=init)
+    claims = check_claims(runs, RotationClaims(**RULES), 0.9, 0.3)
+    wins = {c.condition: c for c in claims if c.key == "high_rotation_wins"}
+    assert {k: c.status for k, c in wins.items()} == {"torch init": "not_reproduced",
+                                                      "glorot init": "reproduced"}
+    assert wins["glorot init"].effect["estimate"] == pytest.approx(26.0)
+    assert len(claims) == 6 and {c.numbers["init"] for c in claims} == {"torch", "glorot"}
+    lines = diagnosis(runs, 0.9)
+    assert lines[0].startswith("Cause: the setting")
+    assert lines[1] == ("torch init, layca (mean over seeds, by rho): 0.001: train 100%, test "
+                        "50.0%, rotation 0.10-0.10; 0.3: train 100%, test 11.0%, rotation "
+                        "0.95-0.95.")
+    assert lines[2].startswith("glorot init, layca") and "test 76.0%" in lines[2]
+    assert diagnosis({}, 0.9) == []
+
+
+def test_glorot_uniform_draws_keras_defaults_from_its_seed() -> None:
+    """Kernels within ±√(6/(fan_in+fan_out)) with the uniform's variance 2/(fan_in+fan_out),
+    biases zero; the same seed gives the same weights, another seed others."""
+    from genlab.models.registry import build_seeded_model, glorot_uniform_
+
+    def net(seed: int):
+        return glorot_uniform_(build_seeded_model("mlp", MLPSettings(hidden=[300, 200]), 400,
+                                                  10, 0, CPU), seed)
+
+    model = net(1)
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(layers) == 3
+    for layer in layers:
+        fan_out, fan_in = layer.weight.shape
+        bound = (6 / (fan_in + fan_out)) ** 0.5
+        assert layer.weight.abs().max() <= bound
+        # a uniform's sample variance of n draws has relative s.e. √(0.8/n) (kurtosis 9/5):
+        # within 5 of them of 2/(fan_in+fan_out) (10% at the last layer's 2,000 draws)
+        n = layer.weight.numel()
+        assert float(layer.weight.var()) == pytest.approx(2 / (fan_in + fan_out),
+                                                          rel=5 * (0.8 / n) ** 0.5)
+        assert torch.count_nonzero(layer.bias) == 0
+    same, other = net(1), net(2)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), same.parameters(),
+                                                 strict=True))
+    assert not torch.equal(layers[0].weight, next(other.parameters()))
+
+
 def test_tiny_runs_end_to_end() -> None:
     runs = {run_id(RotationRun(optimizer=o, lr=lr, seed=0)): {"optimizer": o, "lr": lr,
                                                               "seed": 0}
@@ -154,5 +213,32 @@ def test_tiny_runs_end_to_end() -> None:
     summary = summarize(cfg, metrics_json, {k: r.history for k, r in results.items()})
     assert summary.table.num_rows == 4
     assert [c.status for c in summary.claims] == ["not_run"] * 3  # one seed: no interval
+    assert [c.condition for c in summary.claims] == ["torch init"] * 3
     drawn = figures(json.loads(dumps_json(summary.data)), summary.table)
     assert len(drawn) == 3
+
+
+def test_a_glorot_run_starts_from_glorot_weights() -> None:
+    """The init condition reaches training: a glorot run's recorded init, and its first layer
+    rotating away from Glorot-uniform weights (zero biases), not torch's default draw."""
+    from genlab.models.registry import build_seeded_model, glorot_uniform_
+
+    runs = {"layca-glorot-lr0_1-s0": {"optimizer": "layca", "init": "glorot", "lr": 0.1,
+                                      "seed": 0}}
+    cfg = config(runs)
+    result = SPEC.train_run(cfg, "layca-glorot-lr0_1-s0", SPEC.synthesize(cfg), CPU)
+    assert result.metrics["init"] == "glorot" and result.metrics["status"] == "budget"
+    start = glorot_uniform_(build_seeded_model("mlp", cfg.model, 40, 10, 0, CPU), 0)
+    default = build_seeded_model("mlp", cfg.model, 40, 10, 0, CPU)
+    trained = result.weights
+    first = next(k for k in trained if k.endswith("weight"))
+    w0 = dict(start.state_dict())[first].flatten()
+    w_default = dict(default.state_dict())[first].flatten()
+    w = trained[first].flatten()
+    # Layca turns each kernel by a fixed angle from where it started: the distance from the
+    # Glorot start matches the recorded rotation, the one from torch's draw does not
+    rotation = result.metrics["rotation_by_layer"][0]
+    assert float(1 - torch.nn.functional.cosine_similarity(w, w0, dim=0)) == pytest.approx(
+        rotation, abs=1e-6)
+    assert abs(float(1 - torch.nn.functional.cosine_similarity(w, w_default, dim=0))
+               - rotation) > 0.05

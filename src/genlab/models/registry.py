@@ -63,6 +63,27 @@ def build_seeded_model(kind: str, settings: BaseModel, input_dim: int, output_di
     return model.to(device)
 
 
+def glorot_uniform_(model: nn.Module, seed: int) -> nn.Module:
+    """Re-initialise every linear and convolution kernel of ``model`` in place with Glorot &
+    Bengio's uniform rule, U(±√(6 / (fan_in + fan_out))), and every bias to zero: Keras'
+    defaults (``glorot_uniform``, ``zeros``), the initialisation of papers run in Keras, where
+    PyTorch's default draws kernels with variance 1 / (3 fan_in). Seeded from ``seed``'s own
+    "glorot-init" stream in a forked RNG, on the CPU: the same seed gives the same weights on any
+    device; returns ``model``."""
+    from genlab.seeding import derive_seed
+
+    generator = torch.Generator().manual_seed(derive_seed(seed, "glorot-init") % 2**63)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear | nn.Conv1d | nn.Conv2d):
+                weight = torch.empty(module.weight.shape, dtype=module.weight.dtype)
+                nn.init.xavier_uniform_(weight, generator=generator)
+                module.weight.copy_(weight)
+                if module.bias is not None:
+                    module.bias.zero_()
+    return model
+
+
 def model_spec(kind: str, settings: BaseModel, input_dim: int, output_dim: int) -> dict[str, Any]:
     """What model.json records to rebuild the module."""
     return {"kind": kind, "settings": settings.model_dump(mode="json"),

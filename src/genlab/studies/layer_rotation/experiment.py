@@ -14,7 +14,13 @@ from torch import nn
 from genlab.analyses.measures.norms import layer_rotations
 from genlab.data.dataset import Dataset
 from genlab.data.mnist1d import mnist1d
-from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
+from genlab.models.registry import (
+    build_seeded_model,
+    count_parameters,
+    glorot_uniform_,
+    model_spec,
+    state_tensors,
+)
 from genlab.seeding import torch_generator
 from genlab.settings import TrainSettings
 from genlab.studies.base import RunArtifacts, StudySpec
@@ -42,6 +48,8 @@ def train_run(config: LayerRotationConfig, run_name: str, dataset: Dataset, devi
     input_dim = dataset.train.x.shape[1]
     model = build_seeded_model("mlp", config.model, input_dim, dataset.n_classes, run.seed,
                                device)
+    if run.init == "glorot":
+        glorot_uniform_(model, run.seed)
     initial = copy.deepcopy(model)
 
     def rotations(net: nn.Module) -> dict[str, float]:
@@ -63,7 +71,7 @@ def train_run(config: LayerRotationConfig, run_name: str, dataset: Dataset, devi
     diverged = result.status == "diverged"
     metrics = {
         "status": result.status, "steps": result.steps, "diverged_step": result.diverged_step,
-        "optimizer": run.optimizer, "lr": run.lr, "seed": run.seed,
+        "optimizer": run.optimizer, "init": run.init, "lr": run.lr, "seed": run.seed,
         "n_parameters": count_parameters(model), "layers": len(layers),
         "rotation_by_layer": layers,
         "mean_rotation": None if diverged else sum(layers) / len(layers),

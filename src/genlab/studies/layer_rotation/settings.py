@@ -60,8 +60,14 @@ class RotationClaims(FrozenModel):
                                           "whose every layer stays below low.")
 
 
+Init = Literal["torch", "glorot"]
+
+
 class RotationRun(FrozenModel):
     optimizer: Optimizer = Field(description="sgd, or layca (the rotation rate controlled).")
+    init: Init = Field("torch", description="torch: PyTorch's default Linear initialisation "
+                       "(the study's first setting); glorot: Glorot-uniform kernels and zero "
+                       "biases, Keras' default and so the paper's (a declared condition).")
     lr: float = Field(gt=0, le=100, description="η for SGD; ρ, the rotation per step, for Layca.")
     seed: Seed = Field(description="Seed of the data draw, the initialisation and the "
                        "minibatch order.")
@@ -78,7 +84,8 @@ class LayerRotationConfig(FrozenModel):
                        "for a Layca run to count as little rotated.")
     claims: RotationClaims
     runs: dict[Slug, RotationRun] = Field(min_length=1, description="One line per run; the key "
-                                          "is <optimizer>-lr<lr>-s<seed> ('_' for the point).")
+                                          "is <optimizer>[-glorot]-lr<lr>-s<seed> ('_' for the "
+                                          "point).")
 
     @model_validator(mode="after")
     def _thresholds(self) -> Self:
@@ -90,7 +97,8 @@ class LayerRotationConfig(FrozenModel):
 
 
 def run_id(run: RotationRun) -> str:
-    return f"{run.optimizer}-lr{format_float_slug(run.lr)}-s{run.seed}"
+    init = "" if run.init == "torch" else f"-{run.init}"
+    return f"{run.optimizer}{init}-lr{format_float_slug(run.lr)}-s{run.seed}"
 
 
 STUDY = StudyEntry(
@@ -100,7 +108,8 @@ STUDY = StudyEntry(
     citation=CITATION,
     config=LayerRotationConfig,
     run_id=run_id,
-    run_columns=("status", "optimizer", "lr", "mean_rotation", "min_rotation", "final_test_acc"),
+    run_columns=("status", "optimizer", "init", "lr", "mean_rotation", "min_rotation",
+                 "final_test_acc"),
     plots=(PlotSpec("layer_rotation", x="mean_rotation", y="final_test_acc",
                     title="Test accuracy against mean layer rotation"),),
     grouped=True,
