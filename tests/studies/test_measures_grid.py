@@ -578,3 +578,27 @@ def test_the_cnn_family_trains_in_groups_as_alone_with_its_measures() -> None:
     summary = summarize(cfg, {n: json.loads(dumps_json(a.metrics)) for n, a in grouped.items()},
                         {})
     assert summary.data["tasks"] == ["mnist1d_cnn"]
+
+
+def test_the_diagnosis_gives_each_axis_tau_with_the_gap_and_the_claims_measures() -> None:
+    """The "why these verdicts" lines: per task, the runs kept, the gap's range, Kendall τ of
+    every varied axis with the gap and of the claims' measures with the gap and each axis, as
+    scipy computes them over the included runs."""
+    metrics = synthetic_metrics()
+    summary = summarize(one_run_config(), metrics, {})
+    lines = summary.data["diagnosis"]
+    assert len(lines) == 2 and lines[0].startswith("Not yet separated (issue 38 open)")
+    teacher = lines[1]
+    runs = [m for _, m in sorted(metrics.items()) if m["included"]]
+    gap = np.array([m["gap"] for m in runs])
+    assert teacher.startswith(f"teacher: 15 of 16 runs kept (the rest missed the stop or "
+                              f"min_train_acc), gap {gap.mean():.3f} (range {gap.min():.3f} to "
+                              f"{gap.max():.3f}).")
+    depth = np.array([m["depth"] for m in runs], dtype=np.float64)
+    spec = np.array([m["measures"]["prod_of_spec"] for m in runs])
+    assert f"by axis: depth {kendalltau(depth, gap).statistic:+.2f}, lr " in teacher
+    assert (f"prod_of_spec: with the gap {kendalltau(spec, gap).statistic:+.2f}, with depth "
+            f"{kendalltau(spec, depth).statistic:+.2f}, lr ") in teacher
+    assert "pacbayes_flatness: with the gap" in teacher and "pacbayes_mag_flatness" in teacher
+    nothing = {n: {**m, "included": False} for n, m in metrics.items()}
+    assert summarize(one_run_config(), nothing, {}).data["diagnosis"] == []
