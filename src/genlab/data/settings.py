@@ -354,3 +354,21 @@ class TaskData(FrozenModel):
                                     for e in error.errors())
                 raise ValueError(f"{task}: {reasons}") from None
         return self
+
+
+RealTask = Literal["mnist1d", "digits"]
+
+
+class RealTaskData(TaskData):
+    """The real datasets a run may name: MNIST-1D and scikit-learn's 8x8 digits; a run trains
+    on its dataset's draw of its seed (the data block of layer_id and mislabel_mnist1d)."""
+
+    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = {"mnist1d": MNIST1DSettings,
+                                                             "digits": DigitsSettings}
+    task: RealTask | None = Field(None, description="The dataset of one draw, set from the "
+                                  "run's task (genlab.data.draws); leave unset in params.yaml.")
+    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
+        None, description="MNIST-1D (MNIST1DSettings without seed).")
+    digits: DigitsTask | None = Field(  # type: ignore[valid-type]
+        None, description="scikit-learn's 8x8 digits, flattened to 64 pixels (DigitsSettings "
+        "without seed).")

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from genlab.data.settings import DigitsSettings, DigitsTask, MNIST1DSettings, MNIST1DTask, TaskData
+from genlab.data.settings import RealTask, RealTaskData
 from genlab.settings import (
     AdamFitRecipe,
     ClaimRule,
@@ -26,23 +26,7 @@ CITATION = ("Ansuini, Laio, Macke, Zoccolan. Intrinsic dimension of data represe
 
 ModelName = Literal["mlp", "cnn"]
 Labels = Literal["clean", "random"]
-Task = Literal["mnist1d", "digits"]
-TASK_SETTINGS: dict[str, type[FrozenModel]] = {"mnist1d": MNIST1DSettings,
-                                                "digits": DigitsSettings}
-
-
-class LayerIDData(TaskData):
-    """The datasets the runs name: MNIST-1D, and scikit-learn's 8x8 digits as a second real
-    dataset; a run trains on its dataset's draw of its seed."""
-
-    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = TASK_SETTINGS
-    task: Task | None = Field(None, description="The dataset of one draw, set from the run's "
-                              "task (genlab.data.draws); leave unset in params.yaml.")
-    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
-        None, description="MNIST-1D (MNIST1DSettings without seed).")
-    digits: DigitsTask | None = Field(  # type: ignore[valid-type]
-        None, description="scikit-learn's 8x8 digits, flattened to 64 pixels (DigitsSettings "
-        "without seed).")
+Task = RealTask
 
 
 class LayerIDModels(FrozenModel):
@@ -73,7 +57,7 @@ class LayerIDConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("task",)  # a run's dataset picks its draw
 
-    data: LayerIDData = Field(description="The datasets: each seed draws its own from each "
+    data: RealTaskData = Field(description="The datasets: each seed draws its own from each "
                               "(genlab.data.draws).")
     models: LayerIDModels
     recipe: AdamFitRecipe = Field(description="A run that never reaches stop_at_train_acc "

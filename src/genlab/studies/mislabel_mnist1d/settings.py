@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
 from genlab.analyses.attribution_settings import SelfInfluenceSettings
-from genlab.data.settings import (
-    DigitsSettings,
-    DigitsTask,
-    MNIST1DSettings,
-    MNIST1DTask,
-    TaskData,
-)
+from genlab.data.settings import DigitsSettings, MNIST1DSettings, RealTask, RealTaskData
 from genlab.settings import ClaimRule, FrozenModel, Seed, Slug
 from genlab.studies.entry import Resources, StudyEntry
 from genlab.train.binary_settings import BinaryMLPSettings, FitSettings, LogisticSettings, ModelKind
@@ -24,24 +18,7 @@ CITATION = ("Koh & Liang. Understanding black-box predictions via influence func
             "(MNIST-1D), arXiv:2011.14439, 2020; digits: Alpaydin & Kaynak, UCI, 1998 "
             "(scikit-learn's copy).")
 
-Task = Literal["mnist1d", "digits"]
-TASK_SETTINGS: dict[str, type[FrozenModel]] = {"mnist1d": MNIST1DSettings,
-                                                "digits": DigitsSettings}
-
-
-class MislabelData(TaskData):
-    """The datasets the runs name: MNIST-1D, on which multinomial logistic regression misfits
-    most clean labels too, and scikit-learn's 8x8 digits, which it fits as Koh & Liang's model
-    fitted theirs; a run trains on its dataset's draw of its seed."""
-
-    TASK_SETTINGS: ClassVar[dict[str, type[FrozenModel]]] = TASK_SETTINGS
-    task: Task | None = Field(None, description="The dataset of one draw, set from the run's "
-                              "task (genlab.data.draws); leave unset in params.yaml.")
-    mnist1d: MNIST1DTask | None = Field(  # type: ignore[valid-type]
-        None, description="MNIST-1D (MNIST1DSettings without seed).")
-    digits: DigitsTask | None = Field(  # type: ignore[valid-type]
-        None, description="scikit-learn's 8x8 digits, flattened to 64 pixels (DigitsSettings "
-        "without seed).")
+Task = RealTask
 
 
 class MislabelMNIST1DRun(FrozenModel):
@@ -68,7 +45,7 @@ class MislabelMNIST1DConfig(FrozenModel):
     description: str = Field("", max_length=2000)
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("task",)  # a run's dataset picks its draw
 
-    data: MislabelData = Field(description="The datasets: each seed draws its own from each "
+    data: RealTaskData = Field(description="The datasets: each seed draws its own from each "
                                "(genlab.data.draws).")
     flip_fraction: float = Field(0.1, gt=0, lt=1, description="Exactly round(fraction·n) "
                                  "training labels, drawn at random, each changed to one of the "
