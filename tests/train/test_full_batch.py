@@ -105,10 +105,9 @@ def test_an_mlp_converges_deterministically() -> None:
     torch.testing.assert_close(flat_parameters(trained), a.theta, rtol=0, atol=0)
 
 
-def test_saddles_are_left_along_negative_curvature() -> None:
+def saddle_objective() -> RegularisedObjective:
     """f(θ) = θ₀² − θ₁² + θ₁⁴/4 + (λ/2)‖θ‖² written as a 'model' with no data dependence: the
-    origin is a stationary saddle; the step moves downhill along θ₁, and a fit started next
-    to the saddle (not on it: stationarity is the stopping rule) ends in a minimum."""
+    origin is a stationary saddle, the minima are θ₀ = 0, θ₁² = 2 − λ."""
 
     class Toy(nn.Module):
         def __init__(self) -> None:
@@ -122,8 +121,14 @@ def test_saddles_are_left_along_negative_curvature() -> None:
     def identity(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return output.mean()
 
-    objective = RegularisedObjective(Toy(), identity, torch.zeros(3, 1, dtype=D),
-                                     torch.zeros(3, dtype=D), 0.01)
+    return RegularisedObjective(Toy(), identity, torch.zeros(3, 1, dtype=D),
+                                torch.zeros(3, dtype=D), 0.01)
+
+
+def test_saddles_are_left_along_negative_curvature() -> None:
+    """The step from the saddle moves downhill along θ₁, and a fit started next to the saddle
+    (not on it: stationarity is the stopping rule) ends in a minimum."""
+    objective = saddle_objective()
     origin = torch.zeros(2, dtype=D)
     system = NewtonSystem(objective.hessian(origin))
     assert not system.positive_definite and system.lowest[0] < 0
@@ -134,6 +139,17 @@ def test_saddles_are_left_along_negative_curvature() -> None:
     result = fit(objective, torch.tensor([0.5, 1e-6], dtype=D))
     assert result.converged  # the minimum: θ₀ = 0, θ₁² = 2 − λ
     torch.testing.assert_close(result.theta, torch.tensor([0.0, 1.99 ** 0.5], dtype=D),
+                               rtol=0, atol=1e-8)
+
+
+def test_negative_curvature_at_the_handover_sends_the_fit_to_l_bfgs_not_newton() -> None:
+    """Newton started (no L-BFGS phase: coarse_tol above the gradient) next to the saddle,
+    where its one Hessian has negative curvature: the fit escapes along it and L-BFGS brings it
+    near the minimum, where Newton finishes from one more Hessian. Saddle-free Newton alone
+    would double θ₁ per step out of the saddle, re-forming its Hessian as it goes."""
+    result = fit(saddle_objective(), torch.tensor([0.5, 1e-6], dtype=D), coarse_tol=10.0)
+    assert result.converged and result.lbfgs_iterations > 0 and result.hessians <= 2
+    torch.testing.assert_close(result.theta.abs(), torch.tensor([0.0, 1.99 ** 0.5], dtype=D),
                                rtol=0, atol=1e-8)
 
 
