@@ -63,7 +63,7 @@ RUNS = {
     "cpu": {"random_labels": 30, "benign_oscillation": 40, "double_descent": 10, "eos_gd": 20,
             "sgd_stability": 18, "intrinsic_dim": 90, "influence": 6, "influence_mnist1d": 6,
             "mislabel_detection": 20, "mislabel_mnist1d": 40, "measures_grid": 192,
-            "neural_collapse": 6, "mnist1d_baselines": 18, "layer_id": 18,
+            "neural_collapse": 40, "mnist1d_baselines": 18, "layer_id": 18,
             "deep_double_descent": 27, "layer_rotation": 66, "full_batch_gd": 25,
             "repetition": 15, "label_sharpness": 30},
     "paper": {"random_labels": 25, "double_descent": 20, "benign_oscillation": 80, "eos_gd": 10,

@@ -10,10 +10,18 @@ import torch
 from pydantic import ValidationError
 
 from genlab.studies import load_study
-from genlab.studies.neural_collapse.claims import CLAIMS, check_claims, summarize
+from genlab.studies.neural_collapse.claims import (
+    CLAIMS,
+    PAPER_STEPS,
+    check_claims,
+    diagnosis,
+    paper_exposure,
+    summarize,
+)
 from genlab.studies.neural_collapse.experiment import (
     NC_COLUMNS,
     SPEC,
+    schedule_statistics,
     terminal_phase_statistics,
     train_settings,
 )
@@ -173,6 +181,44 @@ def test_no_drops_is_a_constant_step_size() -> None:
     assert s.schedule == "constant" and s.step_every is None
 
 
+def test_weight_decay_exposure_sums_the_schedule_and_nc1_is_read_before_the_first_drop() -> None:
+    """300 steps, two drops: 100 updates at η₀, 100 at η₀/10, 100 at η₀/100, so λ·Σ η_t is
+    111·λη₀ over the run and 5 + 1 = 6·λη₀ from step 150 on; the first drop follows step 100."""
+    s = train_settings(recipe(steps=300, lr_drops=2))
+    history = [{"step": step, "nc1": 1.0 / (1 + step)} for step in range(0, 301, 50)]
+    out = schedule_statistics(history, s, tpt_step=150)
+    assert out["weight_decay_exposure"] == pytest.approx(111 * 0.05 * 5e-4, rel=1e-12)
+    assert out["weight_decay_exposure_tpt"] == pytest.approx(6 * 0.05 * 5e-4, rel=1e-12)
+    assert out["first_drop_step"] == 100 and out["nc1_at_first_drop"] == 1.0 / 101
+    assert schedule_statistics(history, s, tpt_step=None)["weight_decay_exposure_tpt"] is None
+    flat = schedule_statistics(history, train_settings(recipe(lr_drops=0)), tpt_step=0)
+    assert flat["weight_decay_exposure"] == pytest.approx(300 * 0.05 * 5e-4, rel=1e-12)
+    assert "nc1_at_first_drop" not in flat
+
+
+def test_the_papers_exposure_is_its_cifar10_schedule() -> None:
+    assert PAPER_STEPS == 350 * 391
+    assert paper_exposure(0.05, 5e-4) == pytest.approx(5e-4 * 0.05 * PAPER_STEPS * 1.11 / 3)
+
+
+def test_the_diagnosis_reports_each_spreads_numbers_from_its_runs() -> None:
+    history = rows(FIT, FALLING, FALLING)
+    s = train_settings(recipe(steps=700, lr_drops=2, track_every=100))
+    runs = {}
+    for scale in (1.0, 2.0):
+        for seed in range(2):
+            m = metrics(history, seed=seed, scale=scale)
+            m |= schedule_statistics(history, s, m["tpt_step"]) | {"final_train_loss": 0.1}
+            runs[f"m{scale:g}-s{seed}"] = m
+    lines = diagnosis(runs, tiny_config(700).model_copy(update={"recipe": recipe(steps=700)}))
+    assert lines[0].startswith("Cause:") and len(lines) == 3
+    fall = math.log10(0.4 / 0.1)  # FALLING at the TPT's start (step 200) and at the end
+    assert lines[1].startswith("spread=1 (mean of 2 seeds)") and f"{fall:.2f} orders" in lines[1]
+    assert "starts at step 200 of 700" in lines[1] and lines[2].startswith("spread=2")
+    never = {"m2-s0": metrics(rows([0.5] * 8, FALLING, FALLING))}
+    assert diagnosis(never, tiny_config()) == []
+
+
 def test_tracking_must_fit_in_the_budget() -> None:
     with pytest.raises(ValidationError, match="track_every"):
         recipe(steps=10, track_every=20)
@@ -209,6 +255,8 @@ def test_a_tiny_tracked_run_and_its_summary() -> None:
     assert [c.claim[:3] for c in summary.claims] == ["NC1", "NC3", "NC4", "NC2"]
     assert summary.table.num_rows == 2 * len(history)
     assert {"run", "seed", "tpt_step", *NC_COLUMNS} <= set(summary.table.column_names)
+    assert summary.data["diagnosis"][0].startswith("Cause:")
+    assert m["weight_decay_exposure"] > m["weight_decay_exposure_tpt"] > 0
 
     import matplotlib
 

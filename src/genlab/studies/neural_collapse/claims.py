@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from genlab.studies.base import ClaimResult, Summary, stack_histories
@@ -98,9 +99,70 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
     return claims
 
 
+# Papyan et al.'s schedule on CIFAR-10: 350 epochs of 50,000 images at batch 128, the step size
+# divided by 10 at 1/3 and 2/3 of it; the weight decay's exposure λ·Σ η_t it gives at a
+# study's own η₀ and λ is the yardstick for whether a run trained "long enough"
+PAPER_STEPS = 350 * math.ceil(50_000 / 128)
+
+
+def paper_exposure(lr: float, weight_decay: float) -> float:
+    return weight_decay * lr * (PAPER_STEPS / 3) * (1 + 0.1 + 0.01)
+
+
+def _mean(runs: list[Mapping[str, Any]], key: str) -> float:
+    values = [float(m[key]) for m in runs if m.get(key) is not None]
+    return float(np.mean(values)) if values else math.nan
+
+
+def diagnosis(metrics: Mapping[str, Mapping[str, Any]], config: CollapseConfig) -> list[str]:
+    """The report's "why these verdicts" (issue 38), from the runs' numbers: where the terminal
+    phase starts, where NC1 starts and stops, whether the loss is still being pushed down, and
+    the weight decay's exposure against the paper's schedule."""
+    lines = []
+    for scale in sorted({float(m["mean_scale"]) for m in metrics.values()}):
+        runs = [m for m in metrics.values() if float(m["mean_scale"]) == scale
+                and _unchecked(m, trend=False) is None and "weight_decay_exposure" in m]
+        if not runs:
+            continue
+        falls = [f for m in runs if (f := _log_fall(m["tpt_start_nc1"], m["final_nc1"]))]
+        early = [f for m in runs if m.get("nc1_at_first_drop") is not None
+                 and (f := _log_fall(m["tpt_start_nc1"], m["nc1_at_first_drop"]))]
+        drop = (f"; {np.mean(early):.2f} of them by the step size's first division "
+                f"(step {runs[0]['first_drop_step']:,})" if early else "")
+        lines.append(
+            f"spread={scale:g} (mean of {len(runs)} seeds): the terminal phase starts at step "
+            f"{_mean(runs, 'tpt_step'):,.0f} of {config.recipe.steps:,}; NC1 is "
+            f"{_mean(runs, 'init_nc1'):.3g} at initialisation, {_mean(runs, 'tpt_start_nc1'):.3g} "
+            f"when the TPT starts and {_mean(runs, 'final_nc1'):.3g} at the end: "
+            f"{np.mean(falls):.2f} orders of magnitude{drop}. The training loss is "
+            f"{_mean(runs, 'tpt_start_train_loss'):.2g} when the TPT starts, at least "
+            f"{_mean(runs, 'min_train_loss_in_tpt'):.2g} in it and "
+            f"{_mean(runs, 'final_train_loss'):.2g} at the end. The weight decay's exposure "
+            f"λ·Σ η_t over the TPT is {_mean(runs, 'weight_decay_exposure_tpt'):.3f}.")
+    if not lines:
+        return []
+    recipe = config.recipe
+    return [
+        "Cause: the setting's scale, not the implementation or the schedule's length. NC1 is "
+        "Tr(Σ_W Σ_B⁺)/C of the last hidden layer, tested against exactly collapsed simplex-ETF "
+        "features (0) and an independent numpy implementation on random ones. The paper's "
+        f"schedule ({PAPER_STEPS:,} steps on CIFAR-10) at this η₀ = {recipe.lr:g} and λ = "
+        f"{recipe.weight_decay:g} gives an exposure of "
+        f"{paper_exposure(recipe.lr, recipe.weight_decay):.2f}; a diagnostic run of that length "
+        "(seed 0, spread 2; the study's docstring) moved NC1 only 0.26 orders of magnitude, "
+        "against 0.20 in 10,000 steps. The Gaussian classes are nearly collapsed at "
+        "initialisation already, the TPT starts within the first tracked steps, and the loss "
+        "does not keep falling: it settles where weight decay balances it, and NC1 with it. "
+        "Papyan et al.'s NC1 falls from deep networks on images whose classes overlap in the "
+        "input; at this scale NC1's order-of-magnitude fall is not seen, a finding of the "
+        "setting, reported with its numbers.",
+        *lines]
+
+
 def summarize(config: CollapseConfig, metrics: Mapping[str, Mapping[str, Any]],
               histories: Mapping[str, pa.Table]) -> Summary:
     data = {"study": NAME, "n_classes": config.data.n_classes,
-            "runs": {k: dict(v) for k, v in sorted(metrics.items())}}
+            "runs": {k: dict(v) for k, v in sorted(metrics.items())},
+            "diagnosis": diagnosis(metrics, config)}
     return Summary(data=data, claims=tuple(check_claims(metrics, config.claims)),
                    table=stack_histories(histories, metrics, ("mean_scale", "seed", "tpt_step")))

@@ -74,9 +74,10 @@ def train_run(config: CollapseConfig, run_name: str, dataset: Dataset, device: A
         return torch.from_numpy(a).to(device)
 
     x_train, y_train = tensor(dataset.train.x), tensor(dataset.train.y)
+    settings = train_settings(config.recipe)
     result = train_classifier(
-        model, x_train, y_train, tensor(dataset.test.x), tensor(dataset.test.y),
-        train_settings(config.recipe), torch_generator(run.seed, "batches", device=device.type),
+        model, x_train, y_train, tensor(dataset.test.x), tensor(dataset.test.y), settings,
+        torch_generator(run.seed, "batches", device=device.type),
         probes=collapse_probe(x_train, y_train), checkpointing=checkpointing)
     rows = [row.as_dict() for row in result.history]
     final = result.final
@@ -86,6 +87,7 @@ def train_run(config: CollapseConfig, run_name: str, dataset: Dataset, device: A
                "n_classes": dataset.n_classes, "final_train_acc": final.train_acc,
                "final_train_loss": final.train_loss, "final_test_acc": final.test_acc,
                **terminal_phase_statistics(rows)}
+    metrics |= schedule_statistics(rows, settings, metrics["tpt_step"])
     spec = model_spec("mlp", config.model, input_dim, dataset.n_classes)
     return RunArtifacts(weights=state_tensors(model), model_spec=spec,
                         history=pa.Table.from_pylist(rows), metrics=metrics)
@@ -104,6 +106,27 @@ def objective(config: CollapseConfig, run_name: str, dataset: Dataset,
     return dataclasses.replace(loss, lr=settings.lr * lr_factor(settings, settings.max_steps))
 
 
+def schedule_statistics(rows: list[Mapping[str, Any]], settings: TrainSettings,
+                        tpt_step: int | None) -> dict[str, Any]:
+    """Where the schedule leaves the TPT: NC1 at the last tracked step before the step size's
+    first division, and the weight decay's exposure λ·Σ η_t over the TPT's updates and over
+    all of them (SGD's decay multiplies the weights by (1 − η_t·λ) per step, so the exposure
+    is how many e-foldings of shrinkage it could apply, the clock on which it reshapes the
+    features once the loss is small)."""
+    def exposure(first: int) -> float:
+        return settings.weight_decay * settings.lr * sum(
+            lr_factor(settings, t) for t in range(first + 1, settings.max_steps + 1))
+
+    out: dict[str, Any] = {"weight_decay_exposure": exposure(0),
+                           "weight_decay_exposure_tpt": None if tpt_step is None
+                           else exposure(tpt_step)}
+    if settings.schedule == "step" and settings.step_every is not None:
+        before = [r for r in rows if r["step"] <= settings.step_every]
+        out["first_drop_step"] = settings.step_every
+        out["nc1_at_first_drop"] = before[-1]["nc1"] if before else None
+    return out
+
+
 def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
     """Spearman's rank correlation (ties get average ranks); None if either side is constant
     or there are fewer than 2 points."""
@@ -120,7 +143,7 @@ def terminal_phase_statistics(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {f"final_{c}": final[c] for c in NC_COLUMNS}
     # at initialisation too: with balanced classes and near-equal norms of the centred means,
     # their mean cosine is close to -1/(C-1) before any training (Σ_c (μ_c − μ_G) ≈ 0)
-    out |= {f"init_{c}": rows[0][c] for c in ("mean_cosine", "nc2_equiangular")}
+    out |= {f"init_{c}": rows[0][c] for c in ("mean_cosine", "nc2_equiangular", "nc1")}
     fitted = [i for i, r in enumerate(rows) if r["train_acc"] >= 1.0]
     if not fitted:
         return {**out, "tpt_step": None, "tpt_points": 0}
@@ -128,7 +151,11 @@ def terminal_phase_statistics(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     steps = np.array([r["step"] for r in tpt], dtype=float)
     out |= {"tpt_step": int(tpt[0]["step"]), "tpt_points": len(tpt),
             "tpt_length_ratio": float(final["step"] / tpt[0]["step"]) if tpt[0]["step"] else None,
-            "min_train_acc_in_tpt": float(min(r["train_acc"] for r in tpt))}
+            "min_train_acc_in_tpt": float(min(r["train_acc"] for r in tpt)),
+            # whether the loss is still being pushed down in the TPT (the paper's picture) or
+            # has settled where weight decay balances it
+            "tpt_start_train_loss": float(tpt[0]["train_loss"]),
+            "min_train_loss_in_tpt": float(min(r["train_loss"] for r in tpt))}
     # NC1 and NC3 decide trend claims; the spread of the cosines is reported as a trend too
     for c in ("nc1", "nc3", "nc2_equiangular"):
         out[f"tpt_start_{c}"] = tpt[0][c]
