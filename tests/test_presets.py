@@ -61,7 +61,7 @@ RUNS = {
            "mislabel_mnist1d": 3, "layer_rotation": 5, "full_batch_gd": 3, "repetition": 3,
            "label_sharpness": 4},
     "cpu": {"random_labels": 30, "benign_oscillation": 40, "double_descent": 10, "eos_gd": 20,
-            "sgd_stability": 18, "intrinsic_dim": 90, "influence": 6, "influence_mnist1d": 6,
+            "sgd_stability": 18, "intrinsic_dim": 90, "influence": 40, "influence_mnist1d": 6,
             "mislabel_detection": 20, "mislabel_mnist1d": 40, "measures_grid": 192,
             "neural_collapse": 40, "mnist1d_baselines": 18, "layer_id": 18,
             "deep_double_descent": 27, "layer_rotation": 66, "full_batch_gd": 25,

@@ -126,18 +126,18 @@ def test_a_preset_differs_from_the_cpu_presets_dvc_yaml_only_in_its_seeds_data_s
 
 def test_the_default_dvc_yaml_is_the_cpu_presets_without_the_switched_off_studies() -> None:
     """The default preset (the committed dvc.yaml) is the cpu preset with nine studies switched
-    off, measures_grid's MNIST-1D grid left out and neural_collapse at 10 of the cpu preset's 20
-    seeds: it has no stage of the studies switched off, none of neural_collapse's other seeds,
+    off, measures_grid's MNIST-1D grid left out, influence and neural_collapse at 10 of the cpu
+    preset's 20 seeds: it has no stage of the studies switched off, none of those other seeds,
     and every stage it has is the cpu preset's, the same command on the same tracked params,
-    with the same files or fewer (measures_grid's and neural_collapse's runs; the report's
-    summaries)."""
+    with the same files or fewer (measures_grid's runs; the report's summaries)."""
     off = preset_params("default").switched_off
     default, full = preset_stages("default"), preset_stages("cpu")
 
     def study_of(stage: str) -> str:  # the longest study prefix: influence_mnist1d's stages
         return max((s for s in off if stage.startswith(f"{s}_")), key=len, default="")
 
-    more_seeds = {f"neural_collapse_synthesize_s{seed}" for seed in range(10, 20)}
+    more_seeds = {f"{study}_synthesize_s{seed}" for study in ("influence", "neural_collapse")
+                  for seed in range(10, 20)}
     assert off and set(full) - set(default) == {s for s in full if study_of(s)} | more_seeds
     fewer = set()
     for name, stage in default.items():
