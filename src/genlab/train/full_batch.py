@@ -99,7 +99,6 @@ class RegularisedObjective:
         self.sizes = [p.numel() for _, p in named]
         self.fixed = {name: p.detach() for name, p in model.named_parameters()
                       if not p.requires_grad} | dict(model.named_buffers())
-        self.dim = sum(self.sizes)
 
     def __call__(self, theta: Tensor) -> Tensor:
         params = {name: chunk.reshape(shape) for name, chunk, shape
