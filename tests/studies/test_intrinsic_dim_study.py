@@ -87,7 +87,7 @@ def test_registered_when_the_registry_lists_it() -> None:
     assert load_study("intrinsic_dim") is SPEC
     assert load_study("intrinsic_dim").entry is STUDIES["intrinsic_dim"]
     assert SPEC.run_id is run_id and SPEC.config is IntrinsicDimConfig
-    assert not SPEC.entry.grouped and SPEC.train_group is None
+    assert SPEC.entry.grouped and SPEC.entry.seed_block == 2 and SPEC.train_group is not None
 
 
 def test_importing_the_study_does_not_import_torch() -> None:
@@ -439,3 +439,28 @@ def test_the_analyses_objective_is_the_layers_runs_training_loss(tiny, tmp_path)
         "estimator run: no model is trained"
     assert "'mlp_subspace'" in no_model_reason(results["subspace-w4-s0"].model_spec)
     assert "'mlp_per_size'" in no_model_reason(results["scaling-d3-s0"].model_spec)
+
+
+def test_the_group_trainer_gives_each_run_what_train_run_gives_it() -> None:
+    """Two seeds' runs through train_group (their layers runs as one ensemble of four, each on
+    its seed's draw, as the pipeline gives them) equal, file for file, each run trained alone by
+    train_run."""
+    from genlab.data.draws import draw_settings, run_draw_id
+
+    runs = {**raw_config()["runs"],
+            "layers-clean-s1": {"kind": "layers", "labels": "clean", "seed": 1},
+            "layers-random-s1": {"kind": "layers", "labels": "random", "seed": 1}}
+    cfg = config(runs=runs)
+    built = {draw: SPEC.synthesize(draw_settings(cfg, draw))
+             for draw in {run_draw_id(cfg, name) for name in cfg.runs}}
+    datasets = {name: built[run_draw_id(cfg, name)] for name in cfg.runs}
+    assert len(built) == 2 and not np.array_equal(built["s0"].train.x, built["s1"].train.x)
+    grouped = SPEC.train_group(cfg, list(cfg.runs), datasets, CPU)
+    assert list(grouped) == list(cfg.runs)
+    for name, artifacts in grouped.items():
+        alone = SPEC.train_run(cfg, name, datasets[name], CPU)
+        assert artifacts.metrics == alone.metrics, name
+        assert artifacts.history.equals(alone.history), name
+        assert artifacts.weights.keys() == alone.weights.keys(), name
+        for key, tensor in alone.weights.items():
+            assert torch.equal(tensor, artifacts.weights[key]), (name, key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +18,13 @@ from genlab.data.teacher_student import teacher_student
 from genlab.models.registry import build_seeded_model, count_parameters, model_spec, state_tensors
 from genlab.seeding import torch_generator
 from genlab.settings import MLPSettings
-from genlab.studies.base import RunArtifacts, StudySpec, TrainingObjective, array_objective
+from genlab.studies.base import (
+    RunArtifacts,
+    StudySpec,
+    TrainingObjective,
+    array_objective,
+    ensemble_data,
+)
 from genlab.studies.intrinsic_dim.settings import (
     STUDY,
     EstimateRun,
@@ -26,6 +33,7 @@ from genlab.studies.intrinsic_dim.settings import (
     ScalingRun,
     SubspaceRun,
 )
+from genlab.train.ensemble import train_classifier_ensemble
 from genlab.train.loop import train_classifier
 
 if TYPE_CHECKING:
@@ -96,23 +104,24 @@ def _layers_labels(dataset: Dataset, run: LayersRun) -> tuple[np.ndarray, np.nda
     return corrupt_labels(dataset.train, 1.0 if run.labels == "random" else 0.0)
 
 
-def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, device: Any,
-                  checkpointing: Any) -> RunArtifacts:
+def _layers_model(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset,
+                  device: Any) -> torch.nn.Module:
+    return build_seeded_model("mlp", config.layers.model, dataset.train.x.shape[1],
+                              dataset.n_classes, run.seed, device)
+
+
+def _layers_artifacts(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset,
+                      model: torch.nn.Module, at_init: list[dict], result: Any,
+                      device: Any) -> RunArtifacts:
+    """A trained layers run's files: ``model`` holds its trained weights, ``at_init`` its TwoNN
+    profile before training, ``result`` the training's :class:`TrainResult`."""
     s = config.layers
     labels, replaced = _layers_labels(dataset, run)
-    input_dim = dataset.train.x.shape[1]
-    model = build_seeded_model("mlp", s.model, input_dim, dataset.n_classes, run.seed, device)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
 
-    x_test = tensor(dataset.test.x)
-    at_init = twonn_profile(model, x_test, s.twonn_discard)
-    result = train_classifier(model, tensor(dataset.train.x), tensor(labels), x_test,
-                              tensor(dataset.test.y), s.train,
-                              torch_generator(run.seed, "batches", device=device.type),
-                              checkpointing=checkpointing)
-    trained = twonn_profile(model, x_test, s.twonn_discard)
+    trained = twonn_profile(model, tensor(dataset.test.x), s.twonn_discard)
     final = result.final
     metrics = {
         "status": result.status, "kind": "layers", "seed": run.seed, "labels": run.labels,
@@ -131,10 +140,48 @@ def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, 
                                             config.label_sharpness.num_samples,
                                             config.data.seed),
     }
-    spec = model_spec("mlp", s.model, input_dim, dataset.n_classes)
+    spec = model_spec("mlp", s.model, dataset.train.x.shape[1], dataset.n_classes)
     history = pa.Table.from_pylist([row.as_dict() for row in result.history])
     return RunArtifacts(weights=state_tensors(model), model_spec=spec, history=history,
                         metrics=metrics)
+
+
+def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, device: Any,
+                  checkpointing: Any) -> RunArtifacts:
+    s = config.layers
+    labels, _ = _layers_labels(dataset, run)
+    model = _layers_model(config, run, dataset, device)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(device)
+
+    x_test = tensor(dataset.test.x)
+    at_init = twonn_profile(model, x_test, s.twonn_discard)
+    result = train_classifier(model, tensor(dataset.train.x), tensor(labels), x_test,
+                              tensor(dataset.test.y), s.train,
+                              torch_generator(run.seed, "batches", device=device.type),
+                              checkpointing=checkpointing)
+    return _layers_artifacts(config, run, dataset, model, at_init, result, device)
+
+
+def _train_layers_group(config: IntrinsicDimConfig, names: Sequence[str],
+                        datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
+    """The layers runs ``names`` as one ensemble (genlab.train.ensemble): one architecture and
+    recipe, each member on its own seed's draw, initialisation, minibatches and labels."""
+    s = config.layers
+    runs = [config.runs[name] for name in names]
+    data = [datasets[name] for name in names]
+    models = [_layers_model(config, run, dataset, device)
+              for run, dataset in zip(runs, data, strict=True)]
+    at_init = [twonn_profile(model, torch.from_numpy(dataset.test.x).to(device),
+                             s.twonn_discard) for model, dataset in zip(models, data, strict=True)]
+    labels = [_layers_labels(dataset, run)[0] for run, dataset in zip(runs, data, strict=True)]
+    results = train_classifier_ensemble(
+        models, *ensemble_data(data, device, labels), [s.train] * len(runs),
+        [torch_generator(run.seed, "batches", device=device.type) for run in runs])
+    return {name: _layers_artifacts(config, run, dataset, model, init, result, device)
+            for name, run, dataset, model, init, result
+            in zip(names, runs, data, models, at_init, results, strict=True)}
 
 
 def subspace_model_settings(config: IntrinsicDimConfig, width: int) -> MLPSettings:
@@ -251,6 +298,20 @@ def train_run(config: IntrinsicDimConfig, run_name: str, dataset: Dataset, devic
     return _train_scaling(config, run, device)
 
 
+def train_group(config: IntrinsicDimConfig, run_names: Sequence[str],
+                datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
+    """A block of seeds' runs: its layers runs (true and random labels, the costly part: 5,000-
+    8,000 Adam steps each) train as one ensemble, each exactly the run :func:`train_run` trains
+    alone (tested); the other kinds, which train several models of different sizes a run (one
+    per subspace dimension d or training-set size N), one by one as :func:`train_run` does."""
+    layers = [name for name in run_names if isinstance(config.runs[name], LayersRun)]
+    results = _train_layers_group(config, layers, datasets, device) if layers else {}
+    for name in run_names:
+        if name not in results:
+            results[name] = train_run(config, name, datasets[name], device)
+    return {name: results[name] for name in run_names}
+
+
 def objective(config: IntrinsicDimConfig, run_name: str, dataset: Dataset,
               device: Any) -> TrainingObjective | None:
     """A layers run's training loss: ``layers.train``'s loss on the labels it was trained on,
@@ -266,4 +327,5 @@ def objective(config: IntrinsicDimConfig, run_name: str, dataset: Dataset,
     return array_objective(dataset.train.x, labels, config.layers.train, device)
 
 
-SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, objective=objective)
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run, train_group=train_group,
+                 objective=objective)
