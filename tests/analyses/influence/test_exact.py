@@ -179,6 +179,26 @@ def test_lissa_converges_to_the_dense_solve() -> None:
     torch.testing.assert_close(again.solution, same.solution, rtol=0, atol=0)  # seeded
 
 
+def test_lissa_from_the_examples_factors_is_lissa_from_each_minibatchs_jacobians(
+        monkeypatch) -> None:
+    """LiSSA keeps every example's GGN factors and builds each minibatch's product from them;
+    with the bound at 0 it takes each minibatch's Jacobians afresh (the path for large n·C·P).
+    The same minibatches, the same recursion: equal to float64 rounding (measured max
+    relative difference ~1e-15 on this MLP; 1e-10 leaves room for 40 steps' accumulation)."""
+    import genlab.analyses.influence.exact as exact
+
+    p = mlp()
+    vectors = per_example_gradients(p.model, CE, p.X_test[:4], p.y_test[:4])
+    kept = inverse_hvp(p.model, CE, p.X, p.y, vectors, p.damping, "ggn", "lissa", depth=40,
+                       lissa_batch_size=16, seed=5)
+    monkeypatch.setattr(exact, "LISSA_CACHED_ENTRIES", 0)
+    fresh = inverse_hvp(p.model, CE, p.X, p.y, vectors, p.damping, "ggn", "lissa", depth=40,
+                        lissa_batch_size=16, seed=5)
+    assert kept.scale == fresh.scale and kept.iterations == fresh.iterations == 40
+    assert not torch.equal(kept.solution, torch.zeros_like(kept.solution))
+    torch.testing.assert_close(kept.solution, fresh.solution, rtol=1e-10, atol=0)
+
+
 # ------------------------------------------------------------------------ gradients, baselines
 
 

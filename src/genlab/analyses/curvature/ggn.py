@@ -74,13 +74,17 @@ class GaussNewton:
         J = torch.cat([j.reshape(len(xs), j.shape[1], -1) for j in J], dim=2)
         return J, self._output_hessians(xs, ts)
 
+    def factors(self) -> tuple[Tensor, Tensor]:
+        """J (n, C, P) and Λ (n, C, C) of every example, in order: n·C·P numbers, for many
+        products over subsets of a data set small enough to hold them (:func:`gram_product`)."""
+        parts = [self._factors(xs, ts) for xs, ts in self.chunks]
+        return torch.cat([J for J, _ in parts]), torch.cat([L for _, L in parts])
+
     def __matmul__(self, M: Tensor) -> Tensor:
         matrix = M if M.ndim == 2 else M[:, None]
         out = torch.zeros(self.dim, matrix.shape[1], dtype=self.dtype, device=self.device)
         for xs, ts in self.chunks:
-            J, L = self._factors(xs, ts)
-            JM = torch.einsum("bcp,pk->bck", J, matrix)
-            out += torch.einsum("bcp,bck->pk", J, torch.einsum("bcd,bdk->bck", L, JM))
+            out += _gram_sum(*self._factors(xs, ts), matrix)
         out /= self.n
         return out if M.ndim == 2 else out[:, 0]
 
@@ -93,4 +97,17 @@ class GaussNewton:
         return 0.5 * (G + G.T)
 
 
-__all__ = ["GaussNewton"]
+def _gram_sum(J: Tensor, L: Tensor, M: Tensor) -> Tensor:
+    """Σᵢ Jᵢᵀ Λᵢ Jᵢ M over the b examples of J (b, C, P) and Λ (b, C, C), M (P, K)."""
+    JM = torch.einsum("bcp,pk->bck", J, M)
+    return torch.einsum("bcp,bck->pk", J, torch.einsum("bcd,bdk->bck", L, JM))
+
+
+def gram_product(J: Tensor, L: Tensor, M: Tensor) -> Tensor:
+    """The GGN of the mean loss over the examples of J (b, C, P) and Λ (b, C, C) (rows of
+    :meth:`GaussNewton.factors`) times M (P, K): what ``GaussNewton`` over those examples
+    gives, without a Jacobian pass."""
+    return _gram_sum(J, L, M) / len(J)
+
+
+__all__ = ["GaussNewton", "gram_product"]
