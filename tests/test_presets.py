@@ -39,6 +39,11 @@ FACTS = {
         ("studies", "random_labels", "data", "n_train"): 1000,
         ("studies", "repetition", "enabled"): True,
         ("studies", "measures_grid", "grid", "mnist1d", "width"): [64, 256],
+        # the sizes the default shrinks for compute (SHRUNK_IN_DEFAULT) stay the cpu preset's
+        ("studies", "sgd_stability", "data", "n_train"): 100,
+        ("studies", "layer_rotation", "model", "hidden"): [128, 128, 128],
+        ("studies", "layer_rotation", "recipe", "steps"): 3000,
+        ("studies", "layer_rotation", "recipe", "eval_every"): 150,
     },
     "paper": {
         ("scale",): "paper",
@@ -51,7 +56,16 @@ FACTS = {
         ("studies", "neural_collapse", "data"): {"n_classes": 10, "dim": 64, "mean_scale": 2.0,
                                                  "n_train": 5000, "n_test": 5000, "seed": 0},
         ("studies", "neural_collapse", "model", "hidden"): [512, 512, 512],
+        ("studies", "sgd_stability", "data", "n_train"): 100,
     },
+}
+# Studies the default preset runs at sizes shrunk for compute (issue 37: n >= 10 seeds within the
+# default's budget): study -> the settings that differ from the cpu preset's (which keeps the old
+# sizes). Declared in the study's description in params.yaml; every other setting is the cpu
+# preset's, and every other study is the cpu preset's, run for run.
+SHRUNK_IN_DEFAULT = {
+    "sgd_stability": {("data", "n_train")},
+    "layer_rotation": {("model", "hidden"), ("recipe", "steps"), ("recipe", "eval_every")},
 }
 RUNS = {
     "ci": {"random_labels": 3, "double_descent": 2, "benign_oscillation": 2, "eos_gd": 2,
@@ -172,18 +186,37 @@ def test_merged_preset_validates_and_keeps_the_old_presets_sizes(name: str) -> N
     assert not params.switched_off  # every preset but the default runs every study
 
 
+def _settings(study) -> dict:
+    """(key path, value) of every setting of a study but its runs, grid and description."""
+    return dict(leaves(study.model_dump(mode="json", exclude={"runs", "grid", "description"})))
+
+
 def test_the_default_preset_is_a_subset_of_the_cpu_preset() -> None:
     """`make reproduce`'s first run holds some of the cpu preset's studies, and of
     measures_grid some tasks: every run it holds is the cpu preset's run with the same settings,
-    so its numbers are the cpu preset's for those runs."""
+    so its numbers are the cpu preset's for those runs. A study of SHRUNK_IN_DEFAULT differs in
+    its listed settings alone (and so its runs, seeds 0-9 of the cpu preset's conditions), and
+    its description says so."""
     default, cpu = preset_params("default"), preset_params("cpu")
     assert default.scale == "default" and default.switched_off
     assert set(default.declared_studies()) < set(cpu.declared_studies())
+    assert set(SHRUNK_IN_DEFAULT) <= set(default.declared_studies())
     for name, study in default.declared_studies().items():
         full = cpu.study(name)
-        assert study.runs and study.runs.items() <= full.runs.items(), name
-        assert study.model_dump(exclude={"runs", "grid"}) == \
-            full.model_dump(exclude={"runs", "grid"}), name
+        if name not in SHRUNK_IN_DEFAULT:
+            assert study.runs and study.runs.items() <= full.runs.items(), name
+            assert study.model_dump(exclude={"runs", "grid"}) == \
+                full.model_dump(exclude={"runs", "grid"}), name
+            continue
+        mine, theirs = _settings(study), _settings(full)
+        assert mine.keys() == theirs.keys(), name
+        assert {k for k in mine if mine[k] != theirs[k]} == SHRUNK_IN_DEFAULT[name], name
+        conditions = {run.model_copy(update={"seed": 0}) for run in full.runs.values()}
+        assert {run.model_copy(update={"seed": 0}) for run in study.runs.values()} == \
+            conditions, name
+        assert {run.seed for run in study.runs.values()} == set(range(10)), name
+        assert len(study.runs) == 10 * len(conditions), name
+        assert "for compute" in study.description and "declared condition" in study.description
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_presets import SHRUNK_IN_DEFAULT
 
 from genlab.workflow.code_deps import CodeDeps
 from genlab.workflow.code_digest import source_of
@@ -125,22 +126,34 @@ def test_a_preset_differs_from_the_cpu_presets_dvc_yaml_only_in_its_seeds_data_s
 
 
 def test_the_default_dvc_yaml_is_the_cpu_presets_without_the_switched_off_studies() -> None:
-    """The default preset (the committed dvc.yaml) is the cpu preset with nine studies switched
+    """The default preset (the committed dvc.yaml) is the cpu preset with seven studies switched
     off, measures_grid's MNIST-1D grid left out, influence and neural_collapse at 10 of the cpu
     preset's 20 seeds: it has no stage of the studies switched off, none of those other seeds,
     and every stage it has is the cpu preset's, the same command on the same tracked params,
-    with the same files or fewer (measures_grid's runs; the report's summaries)."""
+    with the same files or fewer (measures_grid's runs; the report's summaries). The studies
+    shrunk for compute (SHRUNK_IN_DEFAULT: other values of the same params, 10 seeds where the
+    cpu preset has 3) have the cpu preset's stages, the same commands, and one synthesize stage
+    (and, grouped by seed, one train stage) more per seed."""
     off = preset_params("default").switched_off
     default, full = preset_stages("default"), preset_stages("cpu")
 
-    def study_of(stage: str) -> str:  # the longest study prefix: influence_mnist1d's stages
-        return max((s for s in off if stage.startswith(f"{s}_")), key=len, default="")
+    def study_of(stage: str, studies=off) -> str:  # the longest study prefix: influence_mnist1d's
+        return max((s for s in studies if stage.startswith(f"{s}_")), key=len, default="")
 
     more_seeds = {f"{study}_synthesize_s{seed}" for study in ("influence", "neural_collapse")
                   for seed in range(10, 20)}
     assert off and set(full) - set(default) == {s for s in full if study_of(s)} | more_seeds
+    shrunk = {n for n in default if study_of(n, SHRUNK_IN_DEFAULT)}
+    assert {n for n in full if study_of(n, SHRUNK_IN_DEFAULT)} < shrunk
+    for name in shrunk - set(full):
+        assert re.fullmatch(r"\w+_(synthesize|train)_s[3-9]", name), name
+    for name in shrunk & set(full):
+        assert default[name].get("do", default[name])["cmd"] == \
+            full[name].get("do", full[name])["cmd"], name
     fewer = set()
     for name, stage in default.items():
+        if name in shrunk:
+            continue
         other = full[name]
         assert stage.keys() == other.keys(), name
         for key in stage:
