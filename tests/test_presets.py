@@ -3,6 +3,7 @@ params.yaml, and ``genlab preset NAME`` merges it onto params.yaml (genlab.prese
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -53,6 +54,14 @@ FACTS = {
         ("studies", "neural_collapse", "model", "hidden"): [512, 512, 512],
     },
 }
+# Studies the default preset shrinks for compute, so that it can run 10 seeds (issue 37):
+# study -> the key paths of its block where the default differs from the cpu preset, which keeps
+# the old sizes and runs (a runs or grid block is one key). The default's description says so.
+SHRUNK_IN_DEFAULT = {
+    "layer_id": {"data.mnist1d.num_samples", "data.mnist1d.train_split", "recipe.eval_every",
+                 "runs"},
+    "deep_double_descent": {"data.num_samples", "recipe.steps", "recipe.eval_every", "runs"},
+}
 RUNS = {
     "ci": {"random_labels": 3, "double_descent": 2, "benign_oscillation": 2, "eos_gd": 2,
            "sgd_stability": 2, "intrinsic_dim": 5, "influence": 2, "mislabel_detection": 2,
@@ -88,6 +97,18 @@ def leaves(tree, path=()):
             yield from leaves(value, (*path, key))
         else:
             yield (*path, key), value
+
+
+def differing(a: dict, b: dict, path: str = "") -> set[str]:
+    """The key paths where two settings trees differ: a runs or grid block is one leaf."""
+    out = set()
+    for key in a.keys() | b.keys():
+        x, y, here = a.get(key), b.get(key), f"{path}{key}"
+        if isinstance(x, dict) and isinstance(y, dict) and key not in REPLACED:
+            out |= differing(x, y, f"{here}.")
+        elif x != y:
+            out.add(here)
+    return out
 
 
 def base() -> dict:
@@ -175,12 +196,18 @@ def test_merged_preset_validates_and_keeps_the_old_presets_sizes(name: str) -> N
 def test_the_default_preset_is_a_subset_of_the_cpu_preset() -> None:
     """`make reproduce`'s first run holds some of the cpu preset's studies, and of
     measures_grid some tasks: every run it holds is the cpu preset's run with the same settings,
-    so its numbers are the cpu preset's for those runs."""
+    so its numbers are the cpu preset's for those runs; but a study it shrinks for compute
+    (SHRUNK_IN_DEFAULT) differs in the keys listed there alone, and its description says so."""
     default, cpu = preset_params("default"), preset_params("cpu")
     assert default.scale == "default" and default.switched_off
     assert set(default.declared_studies()) < set(cpu.declared_studies())
+    assert set(SHRUNK_IN_DEFAULT) <= set(default.declared_studies())
     for name, study in default.declared_studies().items():
         full = cpu.study(name)
+        if name in SHRUNK_IN_DEFAULT:
+            assert differing(study.model_dump(), full.model_dump()) == SHRUNK_IN_DEFAULT[name]
+            assert re.search(r"\bshrunk\b.*\bfor compute\b", study.description, re.I), name
+            continue
         assert study.runs and study.runs.items() <= full.runs.items(), name
         assert study.model_dump(exclude={"runs", "grid"}) == \
             full.model_dump(exclude={"runs", "grid"}), name
