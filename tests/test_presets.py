@@ -3,6 +3,7 @@ params.yaml, and ``genlab preset NAME`` merges it onto params.yaml (genlab.prese
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -66,6 +67,10 @@ FACTS = {
 SHRUNK_IN_DEFAULT = {
     "sgd_stability": {("data", "n_train")},
     "layer_rotation": {("model", "hidden"), ("recipe", "steps"), ("recipe", "eval_every")},
+    "layer_id": {("data", "mnist1d", "num_samples"), ("data", "mnist1d", "train_split"),
+                 ("recipe", "eval_every")},
+    "deep_double_descent": {("data", "num_samples"), ("recipe", "steps"),
+                            ("recipe", "eval_every")},
 }
 RUNS = {
     "ci": {"random_labels": 3, "double_descent": 2, "benign_oscillation": 2, "eos_gd": 2,
@@ -102,6 +107,18 @@ def leaves(tree, path=()):
             yield from leaves(value, (*path, key))
         else:
             yield (*path, key), value
+
+
+def differing(a: dict, b: dict, path: str = "") -> set[str]:
+    """The key paths where two settings trees differ: a runs or grid block is one leaf."""
+    out = set()
+    for key in a.keys() | b.keys():
+        x, y, here = a.get(key), b.get(key), f"{path}{key}"
+        if isinstance(x, dict) and isinstance(y, dict) and key not in REPLACED:
+            out |= differing(x, y, f"{here}.")
+        elif x != y:
+            out.add(here)
+    return out
 
 
 def base() -> dict:

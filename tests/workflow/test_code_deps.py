@@ -126,7 +126,7 @@ def test_a_preset_differs_from_the_cpu_presets_dvc_yaml_only_in_its_seeds_data_s
 
 
 def test_the_default_dvc_yaml_is_the_cpu_presets_without_the_switched_off_studies() -> None:
-    """The default preset (the committed dvc.yaml) is the cpu preset with seven studies switched
+    """The default preset (the committed dvc.yaml) is the cpu preset with five studies switched
     off, measures_grid's MNIST-1D grid left out, influence and neural_collapse at 10 of the cpu
     preset's 20 seeds: it has no stage of the studies switched off, none of those other seeds,
     and every stage it has is the cpu preset's, the same command on the same tracked params,

@@ -13,6 +13,9 @@ MLP with two hidden layers of the run's width (the notebook sweeps 2-300) traine
 0.01, momentum 0.9, batches of 100) for a fixed number of steps (the notebook: 500 epochs,
 20,000 steps; the cpu preset halves it for a CPU budget, the paper preset keeps it), no
 stop; the paper preset adds the notebook's CNN (MNIST-1D's ConvBase, the width as channels).
+The default preset shrinks the series, the steps and the evaluation interval eightfold (500
+training series, the same 250 epochs) for compute, to run 10 seeds: a declared condition, in its
+description in params.yaml.
 
 Claims, per architecture, over seeds (each its own series, label noise, initialisation and
 minibatch order). The interpolation threshold of a seed is the narrowest width whose final

@@ -18,6 +18,9 @@ seed's clean and random runs share its series and its initialisation. TwoNN (10%
 discarded, duplicates dropped) of the input, every hidden layer after its nonlinearity (a conv
 layer's channels x positions as one vector) and the logits, on the test inputs, at initialisation
 and after training (:func:`genlab.analyses.dimension.representations.layer_representations`).
+The default preset trains on 1,000 of MNIST-1D's series (the 1,000 test series kept) and checks
+the stop every 100 steps, for compute, to run 10 seeds: a declared condition, in its description
+in params.yaml.
 
 Claims, per dataset and architecture, over seeds (each its own draw of the data and the random
 labels); the cpu preset runs the CNN on MNIST-1D only (a 1-D CNN over an image's flattened
