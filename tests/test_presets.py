@@ -3,7 +3,6 @@ params.yaml, and ``genlab preset NAME`` merges it onto params.yaml (genlab.prese
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -107,18 +106,6 @@ def leaves(tree, path=()):
             yield from leaves(value, (*path, key))
         else:
             yield (*path, key), value
-
-
-def differing(a: dict, b: dict, path: str = "") -> set[str]:
-    """The key paths where two settings trees differ: a runs or grid block is one leaf."""
-    out = set()
-    for key in a.keys() | b.keys():
-        x, y, here = a.get(key), b.get(key), f"{path}{key}"
-        if isinstance(x, dict) and isinstance(y, dict) and key not in REPLACED:
-            out |= differing(x, y, f"{here}.")
-        elif x != y:
-            out.add(here)
-    return out
 
 
 def base() -> dict:
