@@ -82,3 +82,32 @@ def held(claim) -> str:
 def broken(claim) -> str:
     """The status of a claim that does not hold: not reproduced, or failed for a control."""
     return "failed" if claim.kind == "control" else "not_reproduced"
+
+
+def pipeline_datasets(spec, config) -> dict:
+    """Each run's Dataset as the train stage gives it: its seed's draw (genlab.data.draws),
+    synthesized once and shared by the runs of that draw."""
+    from genlab.data.draws import draw_settings, run_draw_id
+
+    built = {draw: spec.synthesize(draw_settings(config, draw))
+             for draw in {run_draw_id(config, name) for name in config.runs}}
+    return {name: built[run_draw_id(config, name)] for name in config.runs}
+
+
+def assert_group_trains_each_run_as_alone(spec, config, datasets) -> dict:
+    """Every run of ``config`` through the study's group trainer at once equals, file for file
+    and bit for bit (metrics, history, the same weight tensors), the run trained alone by
+    ``train_run``; returns the group's artifacts by run."""
+    import torch
+
+    cpu = torch.device("cpu")
+    grouped = spec.train_group(config, list(config.runs), datasets, cpu)
+    assert list(grouped) == list(config.runs)
+    for name, artifacts in grouped.items():
+        alone = spec.train_run(config, name, datasets[name], cpu)
+        assert artifacts.metrics == alone.metrics, name
+        assert artifacts.history.equals(alone.history), name
+        assert artifacts.weights.keys() == alone.weights.keys(), name
+        for key, tensor in alone.weights.items():
+            assert torch.equal(tensor, artifacts.weights[key]), (name, key)
+    return grouped

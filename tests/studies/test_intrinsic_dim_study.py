@@ -37,6 +37,7 @@ from genlab.studies.intrinsic_dim.settings import (
     SubspaceRun,
     run_id,
 )
+from tests_support import assert_group_trains_each_run_as_alone, pipeline_datasets
 
 CPU = torch.device("cpu")
 
@@ -445,22 +446,12 @@ def test_the_group_trainer_gives_each_run_what_train_run_gives_it() -> None:
     """Two seeds' runs through train_group (their layers runs as one ensemble of four, each on
     its seed's draw, as the pipeline gives them) equal, file for file, each run trained alone by
     train_run."""
-    from genlab.data.draws import draw_settings, run_draw_id
-
     runs = {**raw_config()["runs"],
             "layers-clean-s1": {"kind": "layers", "labels": "clean", "seed": 1},
             "layers-random-s1": {"kind": "layers", "labels": "random", "seed": 1}}
     cfg = config(runs=runs)
-    built = {draw: SPEC.synthesize(draw_settings(cfg, draw))
-             for draw in {run_draw_id(cfg, name) for name in cfg.runs}}
-    datasets = {name: built[run_draw_id(cfg, name)] for name in cfg.runs}
-    assert len(built) == 2 and not np.array_equal(built["s0"].train.x, built["s1"].train.x)
-    grouped = SPEC.train_group(cfg, list(cfg.runs), datasets, CPU)
-    assert list(grouped) == list(cfg.runs)
-    for name, artifacts in grouped.items():
-        alone = SPEC.train_run(cfg, name, datasets[name], CPU)
-        assert artifacts.metrics == alone.metrics, name
-        assert artifacts.history.equals(alone.history), name
-        assert artifacts.weights.keys() == alone.weights.keys(), name
-        for key, tensor in alone.weights.items():
-            assert torch.equal(tensor, artifacts.weights[key]), (name, key)
+    datasets = pipeline_datasets(SPEC, cfg)
+    assert not np.array_equal(datasets["layers-clean-s0"].train.x,
+                              datasets["layers-clean-s1"].train.x)
+    assert datasets["layers-clean-s0"] is datasets["layers-random-s0"]
+    assert_group_trains_each_run_as_alone(SPEC, cfg, datasets)

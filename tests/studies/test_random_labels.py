@@ -14,6 +14,7 @@ from genlab.studies.random_labels.settings import (
     RandomLabelsRun,
     run_id,
 )
+from tests_support import assert_group_trains_each_run_as_alone, pipeline_datasets
 
 RULES = RandomLabelsClaims(test_acc_decreases="> 0", fit_slowdown="within [1, 10]")
 
@@ -141,24 +142,13 @@ def test_one_tiny_run_end_to_end(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
 def test_seeds_train_as_one_batch_each_on_its_own_draw(tiny_mixture, tiny_mlp, tiny_sgd) -> None:
     # the group trainer over two seeds (each its own draw, as the pipeline gives it) makes what
     # train_run makes of each run alone
-    from genlab.data.draws import draw_settings, run_draw_id
-
     spec = load_study("random_labels")
     config = RandomLabelsConfig(data=tiny_mixture, model=tiny_mlp,
                                 train=tiny_sgd.model_copy(update={"max_steps": 100}),
                                 analyses={"sharpness": {}}, claims=RULES, runs={
         run_id(RandomLabelsRun(label_noise=p, seed=s)): RandomLabelsRun(label_noise=p, seed=s)
         for s in (0, 1) for p in (0.0, 1.0)})
-    draws = {run_draw_id(config, name) for name in config.runs}
-    built = {draw: spec.synthesize(draw_settings(config, draw)) for draw in draws}
-    datasets = {name: built[run_draw_id(config, name)] for name in config.runs}
-    assert len(built) == 2 and not (built["s0"].train.x == built["s1"].train.x).all()
-    cpu = torch.device("cpu")
-    grouped = spec.train_group(config, list(config.runs), datasets, cpu)
-    assert list(grouped) == list(config.runs)
-    for name, artifacts in grouped.items():
-        alone = spec.train_run(config, name, datasets[name], cpu)
-        assert artifacts.metrics == alone.metrics, name
-        assert artifacts.history.equals(alone.history), name
-        for key, tensor in alone.weights.items():
-            assert torch.equal(tensor, artifacts.weights[key]), (name, key)
+    datasets = pipeline_datasets(spec, config)
+    assert datasets["p0-s0"] is datasets["p1-s0"]  # two draws, one per seed
+    assert not (datasets["p0-s0"].train.x == datasets["p0-s1"].train.x).all()
+    assert_group_trains_each_run_as_alone(spec, config, datasets)
