@@ -111,12 +111,13 @@ def _layers_model(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset,
 
 
 def _layers_artifacts(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset,
-                      model: torch.nn.Module, at_init: list[dict], result: Any,
-                      device: Any) -> RunArtifacts:
-    """A trained layers run's files: ``model`` holds its trained weights, ``at_init`` its TwoNN
+                      drawn: tuple[np.ndarray, np.ndarray], model: torch.nn.Module,
+                      at_init: list[dict], result: Any, device: Any) -> RunArtifacts:
+    """A trained layers run's files: ``drawn`` the labels it trained on and the mask of the
+    replaced ones (:func:`_layers_labels`), ``model`` its trained weights, ``at_init`` its TwoNN
     profile before training, ``result`` the training's :class:`TrainResult`."""
     s = config.layers
-    labels, replaced = _layers_labels(dataset, run)
+    labels, replaced = drawn
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(device)
@@ -149,7 +150,7 @@ def _layers_artifacts(config: IntrinsicDimConfig, run: LayersRun, dataset: Datas
 def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, device: Any,
                   checkpointing: Any) -> RunArtifacts:
     s = config.layers
-    labels, _ = _layers_labels(dataset, run)
+    drawn = _layers_labels(dataset, run)
     model = _layers_model(config, run, dataset, device)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
@@ -157,11 +158,11 @@ def _train_layers(config: IntrinsicDimConfig, run: LayersRun, dataset: Dataset, 
 
     x_test = tensor(dataset.test.x)
     at_init = twonn_profile(model, x_test, s.twonn_discard)
-    result = train_classifier(model, tensor(dataset.train.x), tensor(labels), x_test,
+    result = train_classifier(model, tensor(dataset.train.x), tensor(drawn[0]), x_test,
                               tensor(dataset.test.y), s.train,
                               torch_generator(run.seed, "batches", device=device.type),
                               checkpointing=checkpointing)
-    return _layers_artifacts(config, run, dataset, model, at_init, result, device)
+    return _layers_artifacts(config, run, dataset, drawn, model, at_init, result, device)
 
 
 def _train_layers_group(config: IntrinsicDimConfig, names: Sequence[str],
@@ -175,13 +176,14 @@ def _train_layers_group(config: IntrinsicDimConfig, names: Sequence[str],
               for run, dataset in zip(runs, data, strict=True)]
     at_init = [twonn_profile(model, torch.from_numpy(dataset.test.x).to(device),
                              s.twonn_discard) for model, dataset in zip(models, data, strict=True)]
-    labels = [_layers_labels(dataset, run)[0] for run, dataset in zip(runs, data, strict=True)]
+    drawn = [_layers_labels(dataset, run) for run, dataset in zip(runs, data, strict=True)]
     results = train_classifier_ensemble(
-        models, *ensemble_data(data, device, labels), [s.train] * len(runs),
+        models, *ensemble_data(data, device, [labels for labels, _ in drawn]),
+        [s.train] * len(runs),
         [torch_generator(run.seed, "batches", device=device.type) for run in runs])
-    return {name: _layers_artifacts(config, run, dataset, model, init, result, device)
-            for name, run, dataset, model, init, result
-            in zip(names, runs, data, models, at_init, results, strict=True)}
+    return {name: _layers_artifacts(config, run, dataset, labels, model, init, result, device)
+            for name, run, dataset, labels, model, init, result
+            in zip(names, runs, data, drawn, models, at_init, results, strict=True)}
 
 
 def subspace_model_settings(config: IntrinsicDimConfig, width: int) -> MLPSettings:
