@@ -44,6 +44,9 @@ FACTS = {
         ("studies", "layer_rotation", "model", "hidden"): [128, 128, 128],
         ("studies", "layer_rotation", "recipe", "steps"): 3000,
         ("studies", "layer_rotation", "recipe", "eval_every"): 150,
+        ("studies", "mnist1d_baselines", "recipe", "steps"): 6000,
+        ("studies", "label_sharpness", "model", "hidden"): [128, 128],
+        ("studies", "label_sharpness", "recipe", "max_steps"): 3000,
     },
     "paper": {
         ("scale",): "paper",
@@ -57,6 +60,7 @@ FACTS = {
                                                  "n_train": 5000, "n_test": 5000, "seed": 0},
         ("studies", "neural_collapse", "model", "hidden"): [512, 512, 512],
         ("studies", "sgd_stability", "data", "n_train"): 100,
+        ("studies", "mnist1d_baselines", "recipe", "steps"): 6000,
     },
 }
 # Studies the default preset runs at sizes shrunk for compute (issue 37: n >= 10 seeds within the
@@ -70,6 +74,8 @@ SHRUNK_IN_DEFAULT = {
                  ("recipe", "eval_every")},
     "deep_double_descent": {("data", "num_samples"), ("recipe", "steps"),
                             ("recipe", "eval_every")},
+    "mnist1d_baselines": {("recipe", "steps")},
+    "label_sharpness": {("model", "hidden"), ("recipe", "max_steps")},
 }
 RUNS = {
     "ci": {"random_labels": 3, "double_descent": 2, "benign_oscillation": 2, "eos_gd": 2,

@@ -183,3 +183,29 @@ def test_tiny_runs_of_each_model_and_their_summary() -> None:
         ("cnn", "MNIST-1D, plain", 94.0, 1)]
     assert "95% interval" not in rows[0] and rows[5]["data"] == "MNIST-1D, shuffled"
     assert rows[0]["ours (%)"] == round(summary.data["test_acc"]["logistic, plain"]["0"], 2)
+
+
+def test_the_group_trainer_makes_what_each_run_makes_alone() -> None:
+    """Two seeds, both variants, every model through train_group (logistic and MLP as
+    ensembles, each row on its own draw; the CNN one run after another): every run's metrics,
+    history and weights are train_run's, to the bit."""
+    assert SPEC.entry.grouped and SPEC.entry.seed_block == 10
+    base = tiny_config()
+    runs = {run_id(r): r for r in (BaselineRun(model=m, shuffle_seq=s, seed=seed)
+                                   for seed in (0, 1) for s in (False, True) for m in MODELS)}
+    config = base.model_copy(update={"runs": runs})
+    built = {d: SPEC.synthesize(draw_settings(config, d))
+             for d in {run_draw_id(config, r) for r in runs}}
+    assert len(built) == 4
+    datasets = {r: built[run_draw_id(config, r)] for r in runs}
+    cpu = torch.device("cpu")
+    grouped = SPEC.train_group(config, list(runs), datasets, cpu)
+    assert list(grouped) == list(runs)
+    for name, artifacts in grouped.items():
+        alone = SPEC.train_run(config, name, datasets[name], cpu)
+        assert artifacts.metrics == alone.metrics, name
+        assert artifacts.history.equals(alone.history), name
+        assert artifacts.model_spec == alone.model_spec, name
+        assert alone.weights.keys() == artifacts.weights.keys(), name
+        for key, tensor in alone.weights.items():
+            assert torch.equal(tensor, artifacts.weights[key]), (name, key)

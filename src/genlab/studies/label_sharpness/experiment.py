@@ -1,11 +1,15 @@
 """The label_sharpness study's experiment: one dataset per run (a Fourier-labelled d-plane, or
 two classes of MNIST-1D or digits), inputs scaled to a root-mean-square entry of 1, and an MLP
 trained at each training set size, then measured: test loss and accuracy, accuracy under PGD,
-the label sharpness K_F and the intrinsic dimension of the inputs and of the last hidden layer."""
+the label sharpness K_F and the intrinsic dimension of the inputs and of the last hidden layer.
+A stage's synthetic runs train as ensembles, one per training set size (seeds and datasets as a
+batch dimension)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,7 @@ from genlab.studies.label_sharpness.settings import (
     radius_key,
     run_id,
 )
+from genlab.train.ensemble import train_classifier_ensemble
 from genlab.train.loop import train_classifier
 
 MODEL_KIND = "mlp"
@@ -47,7 +52,7 @@ def synthesize(config: LabelSharpnessConfig) -> Dataset:
         raw = fourier_labels(data.settings())
         train, test = Split(raw.train.x, raw.train.y), raw.test
     else:
-        raw = (mnist1d if data.task == "mnist1d" else digits)(data.settings())
+        raw = _real_data(data.task, data.settings())
         train, test = _pair(raw.train, data.classes()), _pair(raw.test, data.classes())
     scale = float(np.sqrt(np.mean(train.x.astype(np.float64) ** 2)))
     info = {**raw.info, "task": data.task, "pair": data.pair, "n_classes": 2,
@@ -55,6 +60,14 @@ def synthesize(config: LabelSharpnessConfig) -> Dataset:
     return Dataset(train=Split((train.x / scale).astype(np.float32), train.y),
                    test=Split((test.x / scale).astype(np.float32), test.y),
                    n_classes=2, info=info)
+
+
+@lru_cache(maxsize=2)
+def _real_data(task: str, settings: Any) -> Dataset:
+    """The whole real dataset of a draw, built once for all the pairs of a seed (a synthesize
+    stage builds one seed's draws; MNIST-1D's generator takes seconds); callers copy what they
+    keep."""
+    return (mnist1d if task == "mnist1d" else digits)(settings)
 
 
 def _dimension(points: torch.Tensor) -> float:
@@ -75,30 +88,42 @@ def _measure(config: LabelSharpnessConfig, model: Any, x: torch.Tensor, y: torch
             "d_repr": _dimension(hidden[-1]), "robust_acc": robust}
 
 
-def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, device: Any,
-              checkpointing: Any = None) -> RunArtifacts:
-    del checkpointing  # each model takes seconds
+def _tensors(dataset: Dataset, device: Any) -> tuple[torch.Tensor, ...]:
+    """x, y, x_test, y_test on the device."""
+    return tuple(torch.from_numpy(a).to(device) for a in (
+        dataset.train.x, dataset.train.y, dataset.test.x, dataset.test.y))
+
+
+def _sizes(config: LabelSharpnessConfig, run_name: str, n: int) -> tuple[int, ...]:
+    """The training set sizes of a run: the learning curve's on synthetic data, else all."""
+    return config.train_sizes if config.runs[run_name].task == "waves" else (n,)
+
+
+def _model(config: LabelSharpnessConfig, run_name: str, input_dim: int, device: Any) -> Any:
+    return build_seeded_model(MODEL_KIND, config.model, input_dim, 2,
+                              config.runs[run_name].seed, device)
+
+
+def _generator(config: LabelSharpnessConfig, run_name: str, n: int, device: Any) -> Any:
+    return torch_generator(config.runs[run_name].seed, "batches", n, device=device.type)
+
+
+def _artifacts(config: LabelSharpnessConfig, run_name: str, dataset: Dataset,
+               tensors: tuple[torch.Tensor, ...],
+               trained: Sequence[tuple[int, Any, Any]]) -> RunArtifacts:
+    """A run's artifacts from its trained (n, model, result) per train size, in order."""
     run = config.runs[run_name]
-    settings = config.recipe.train_settings()
-
-    def tensor(a: Any) -> torch.Tensor:
-        return torch.from_numpy(a).to(device)
-
-    x, y = tensor(dataset.train.x), tensor(dataset.train.y)
-    x_test, y_test = tensor(dataset.test.x), tensor(dataset.test.y)
-    sizes = config.train_sizes if run.task == "waves" else (len(x),)
+    x, y, x_test, y_test = tensors
     input_dim = x.shape[1]
     models, histories = [], []
-    for n in sizes:
-        model = build_seeded_model(MODEL_KIND, config.model, input_dim, 2, run.seed, device)
-        result = train_classifier(model, x[:n], y[:n], x_test, y_test, settings,
-                                  torch_generator(run.seed, "batches", n, device=device.type))
+    for n, model, result in trained:
         final = result.final
         models.append({"n_train": n, "status": result.status, "steps": result.steps,
                        "train_acc": final.train_acc, "test_loss": final.test_loss,
                        "test_acc": final.test_acc,
                        **_measure(config, model, x[:n], y[:n], x_test, y_test, run.seed)})
         histories.extend({"n_train": n, **row.as_dict()} for row in result.history)
+    model = trained[-1][1]
     last = models[-1]
     dataset_name = run_id(run).rsplit("-s", 1)[0]
     diverged = any(m["status"] == "diverged" or not math.isfinite(m["test_loss"])
@@ -122,4 +147,56 @@ def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, dev
         metrics=metrics)
 
 
-SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run)
+def train_run(config: LabelSharpnessConfig, run_name: str, dataset: Dataset, device: Any,
+              checkpointing: Any = None) -> RunArtifacts:
+    del checkpointing  # each model takes seconds
+    settings = config.recipe.train_settings()
+    tensors = _tensors(dataset, device)
+    x, y, x_test, y_test = tensors
+    trained = []
+    for n in _sizes(config, run_name, len(x)):
+        model = _model(config, run_name, x.shape[1], device)
+        result = train_classifier(model, x[:n], y[:n], x_test, y_test, settings,
+                                  _generator(config, run_name, n, device))
+        trained.append((n, model, result))
+    return _artifacts(config, run_name, dataset, tensors, trained)
+
+
+def train_group(config: LabelSharpnessConfig, run_names: Sequence[str],
+                datasets: Mapping[str, Dataset], device: Any) -> dict[str, RunArtifacts]:
+    """A stage's runs at once: every model of one training set size and input and test shape
+    (the synthetic runs' models of one N, over seeds and datasets) in one ensemble, each on its
+    own data, batches and initialisation, so that each is the model :func:`train_run` trains
+    (bit-identical on CPU at widths 16, 64 and 128, tested at 16; at width 8 MKL's kernels for
+    tiny matrices differ by ~1e-7); a model of a shape of its own (a real pair) alone."""
+    settings = config.recipe.train_settings()
+    tensors = {name: _tensors(datasets[name], device) for name in run_names}
+    members: dict[tuple[int, ...], list[tuple[str, int]]] = {}  # shape -> (run, n)
+    for name in run_names:
+        x, _, x_test, _ = tensors[name]
+        for n in _sizes(config, name, len(x)):
+            members.setdefault((n, *x.shape[1:], *x_test.shape), []).append((name, n))
+    trained: dict[tuple[str, int], tuple[Any, Any]] = {}
+    for group in members.values():
+        models = [_model(config, name, tensors[name][0].shape[1], device) for name, _ in group]
+        gens = [_generator(config, name, n, device) for name, n in group]
+        if len(group) == 1:
+            ((name, n),), (model,), (gen,) = group, models, gens
+            x, y, x_test, y_test = tensors[name]
+            results = [train_classifier(model, x[:n], y[:n], x_test, y_test, settings, gen)]
+        else:
+            results = train_classifier_ensemble(
+                models, [tensors[name][0][:n] for name, n in group],
+                [tensors[name][1][:n] for name, n in group],
+                [tensors[name][2] for name, _ in group], [tensors[name][3] for name, _ in group],
+                [settings] * len(group), gens)
+        trained.update({member: (model, result) for member, model, result
+                        in zip(group, models, results, strict=True)})
+    return {name: _artifacts(config, name, datasets[name], tensors[name],
+                             [(n, *trained[name, n])
+                              for n in _sizes(config, name, len(tensors[name][0]))])
+            for name in run_names}
+
+
+SPEC = StudySpec(entry=STUDY, synthesize=synthesize, train_run=train_run,
+                 train_group=train_group)

@@ -201,6 +201,7 @@ STUDY = StudyEntry(
     run_id=run_id,
     run_columns=("dataset", "label_sharpness", "d_data", "d_repr", "test_acc", "robust_acc"),
     plots=(),
-    grouped=False,
+    grouped=True,
+    seed_block=10,  # ten seeds' runs in one stage: the synthetic models of one N as one ensemble
     train_resources=Resources(mem_mb=2000, runtime=60),
 )

@@ -92,6 +92,7 @@ STUDY = StudyEntry(
     run_id=run_id,
     run_columns=("status", "steps", "final_train_acc", "final_test_acc", "n_parameters"),
     plots=(PlotSpec("test_acc", x="step", y="test_acc", title="Test accuracy per step"),),
-    grouped=False,
+    grouped=True,
+    seed_block=10,  # ten seeds' runs train in one stage (logistic and MLP as ensembles)
     train_resources=Resources(mem_mb=2000, runtime=30),
 )
