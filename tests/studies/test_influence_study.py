@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from genlab.io import dumps_json
 from genlab.models.registry import MODELS, build_model
-from genlab.studies.influence.claims import check_claims, summarize
+from genlab.studies.influence.claims import check_claims, diagnosis, summarize
 from genlab.studies.influence.experiment import METHODS, SPEC
 from genlab.studies.influence.figures import figures
 from genlab.studies.influence.settings import (
@@ -72,13 +72,21 @@ def test_settings_are_validated() -> None:
 
 
 def metrics(model: str, pearson: float, lds: float, random_lds: float = 0.0,
-            cosine: float = 0.999, pearson_scratch: float = 0.5, seed: int = 0) -> dict:
-    methods = {name: {"loo_warm_pearson": pearson if name == "exact" else 0.5,
+            cosine: float = 0.999, pearson_scratch: float = 0.5, seed: int = 0,
+            hessian: float | None = None) -> dict:
+    """One run's metrics; the exact Hessian's Pearson is ``hessian`` (the GGN's by default),
+    its LDS the GGN's."""
+    warm = {"exact": pearson, "exact_hessian": pearson if hessian is None else hessian}
+    methods = {name: {"loo_warm_pearson": warm.get(name, 0.5),
                       "loo_scratch_pearson": pearson_scratch,
-                      "lds": {"exact": lds, "random": random_lds}.get(name, 0.4)}
+                      "lds": {"exact": lds, "exact_hessian": lds,
+                              "random": random_lds}.get(name, 0.4)}
                for name in METHODS}
     return {"model": model, "seed": seed, "status": "converged", "methods": methods,
-            "inverse_hvp": {"cg": {"min_cosine": 1.0}, "lissa": {"min_cosine": cosine}}}
+            "inverse_hvp": {"cg": {"min_cosine": 1.0}, "lissa": {"min_cosine": cosine},
+                            "exact_hessian": {"positive_definite": True}},
+            "ground_truth": {"loo_warm": {"median_shift": 0.05},
+                             "loo_scratch": {"median_shift": 0.9}}}
 
 
 RULES = InfluenceClaims(logistic_lds=">= 0.8", mlp_warm=">= 0.8", mlp_lds=">= 0.3")
@@ -97,11 +105,12 @@ def three(model: str, pearson: float, lds: float, **kw) -> dict:
 def test_the_papers_picture_reproduces() -> None:
     claims = check_claims(three("logistic", 0.98, 0.95) | three("mlp", 0.91, 0.6), RULES)
     assert [c.key for c in claims] == ["logistic_loo", "logistic_lds", "lds_random", "mlp_warm",
-                                       "mlp_lds", "solvers"]
+                                       "mlp_lds", "mlp_warm", "mlp_lds", "solvers"]
+    assert [c.condition for c in claims] == [None] * 3 + ["GGN"] * 2 + ["Hessian"] * 2 + [None]
     assert statuses(claims) == ["passed", "reproduced", "passed", "reproduced", "reproduced",
-                                "passed"]
+                                "reproduced", "reproduced", "passed"]
     assert [c.kind for c in claims] == ["control", "literature", "control", "literature",
-                                        "literature", "control"]
+                                        "literature", "literature", "literature", "control"]
     assert claims[0].numbers["mean_pearson"] == pytest.approx(0.99)
     assert claims[1].effect["n"] == 3 and claims[1].numbers["by_seed"]["1"] == 0.96
 
@@ -110,7 +119,7 @@ def test_each_claim_can_fail() -> None:
     claims = check_claims(three("logistic", 0.92, 0.7) | three("mlp", 0.7, 0.1, cosine=0.98),
                           RULES)
     assert statuses(claims) == ["failed", "not_reproduced", "passed", "not_reproduced",
-                                "not_reproduced", "failed"]
+                                "not_reproduced", "not_reproduced", "not_reproduced", "failed"]
     # random scores that correlate fail their control, whatever the exact LDS does
     claims = check_claims(three("logistic", 0.99, 0.9, random_lds=-0.11)
                           | three("mlp", 0.9, 0.5), RULES)
@@ -132,9 +141,31 @@ def test_missing_or_unconverged_models_are_not_run() -> None:
     claims = check_claims(three("mlp", 0.9, 0.5) | {
         "logistic-s0": {"model": "logistic", "seed": 0, "status": "not_converged"}}, RULES)
     assert statuses(claims) == ["not_run", "not_run", "not_run", "reproduced", "reproduced",
-                                "passed"]
+                                "reproduced", "reproduced", "passed"]
     assert claims[0].numbers["skipped"] == ["logistic-s0"]
-    assert statuses(check_claims({}, RULES)) == ["not_run"] * 6
+    assert statuses(check_claims({}, RULES)) == ["not_run"] * 8
+    assert [c.condition for c in check_claims({}, RULES)][3:7] == ["GGN", "GGN", "Hessian",
+                                                                  "Hessian"]
+
+
+def test_each_curvature_is_judged_on_its_own_scores_and_the_diagnosis_names_the_gap() -> None:
+    """The GGN condition is judged on the exact GGN scores, the Hessian's on the Hessian's; the
+    diagnosis gives both means and names the curvature approximation only when the Hessian is
+    clearly ahead (by more than 0.05)."""
+    runs = {f"mlp-s{s}": metrics("mlp", 0.70 + 0.01 * s, 0.5, seed=s, hessian=0.95 + 0.01 * s)
+            for s in range(3)}
+    claims = {(c.key, c.condition): c for c in check_claims(runs, RULES)}
+    assert claims["mlp_warm", "GGN"].status == "not_reproduced"
+    assert claims["mlp_warm", "GGN"].effect["estimate"] == pytest.approx(0.71)
+    assert claims["mlp_warm", "Hessian"].status == "reproduced"
+    assert claims["mlp_warm", "Hessian"].numbers["method"] == "exact_hessian"
+    lines = diagnosis(runs)
+    assert "mlp (3 seeds; the Hessian positive definite in 3)" in lines[0]
+    assert "Hessian 0.960 against GGN 0.710" in lines[1] and "curvature approximation" in lines[1]
+    assert "a median 0.900 from the trained model, a warm-started one 0.050" in lines[2]
+    same = {f"mlp-s{s}": metrics("mlp", 0.9, 0.5, seed=s, hessian=0.92) for s in range(3)}
+    assert "agree within 0.05" in diagnosis(same)[1]
+    assert diagnosis({}) == []
 
 
 # ------------------------------------------------------------------------------- real runs
@@ -179,12 +210,13 @@ def test_tiny_runs_end_to_end() -> None:
 
     metrics = {k: json.loads(dumps_json(r.metrics)) for k, r in results.items()}
     summary = summarize(cfg, metrics, {k: r.history for k, r in results.items()})
-    assert len(summary.claims) == 6
+    assert len(summary.claims) == 8  # the MLP's two claims under each curvature
     # the controls are decided; one seed gives the literature claims no interval
     assert all((c.status == "not_run") == (c.kind == "literature") for c in summary.claims)
     assert summary.table.num_rows == 2 * len(METHODS)
     assert isinstance(summary.table, pa.Table)
     data = json.loads(dumps_json(summary.data))
+    assert data["diagnosis"][0].startswith("logistic (1 seed;")  # from the real runs' numbers
     (example,) = data["examples"]["mlp-s0"]
     assert example["test_id"] == metrics["mlp-s0"]["test_ids_by_loss"][0]
     assert len(example["proponents"]) == 5 and example["proponents"][0]["exact"] <= 0

@@ -93,11 +93,11 @@ def test_snakemake_run_leaves_dvc_clean_and_nothing_to_do(project: Project) -> N
     # measures_grid claim on three tasks (the CNN family too), the layer-ID claims of the CNN
     # alone and the double-descent claims of the MLP alone; the MNIST-1D influence and
     # mislabel studies' comparisons per model; mislabel_mnist1d's per dataset, the digits MLP
-    # not run)
+    # not run; influence's MLP claims under the GGN and the Hessian)
     assert Counter(c["study"] for c in claims) == {"random_labels": 4, "benign_oscillation": 4,
                                                    "double_descent": 2, "eos_gd": 8,
                                                    "sgd_stability": 3, "intrinsic_dim": 6,
-                                                   "influence": 6, "mislabel_detection": 3,
+                                                   "influence": 8, "mislabel_detection": 3,
                                                    "measures_grid": 12, "neural_collapse": 4,
                                                    "mnist1d_baselines": 6, "layer_id": 2,
                                                    "deep_double_descent": 2,

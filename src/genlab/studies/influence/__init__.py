@@ -6,7 +6,10 @@ exactly, and the effect of retraining on random halves of the data (the linear d
 score, LDS); for a small tanh MLP it still predicts LOO retraining *warm-started* from the trained
 model (what influence functions approximate: Bae et al. 2022's proximal Bregman response), and
 ranks half-data retrainings better than chance; and iterative inverse-Hessian-vector solvers (CG,
-LiSSA) reach the dense solution.
+LiSSA) reach the dense solution. The MLP's two claims are judged twice, each a declared
+condition: on the exact GGN's scores (the first setting, Bae et al.'s curvature) and on the exact
+Hessian's (Koh & Liang's), added after the GGN's warm-started agreement came out not reproduced
+at 10 seeds; the report's "why these verdicts" gives every method's agreement side by side.
 
 Setup (notes/science.md §5 and finding 0.6): a logistic teacher, x ~ N(0, diag(s)²) with
 anisotropic scales s (10^±0.5), d = 10, n = 300 Bernoulli labels, 50 test points

@@ -33,10 +33,12 @@ CLAIMS = declare(NAME, CITATION, {
     "mlp_warm": (
         "For a tanh MLP, influence functions predict leave-one-out retraining warm-started from "
         "the trained model",
-        "MLP: per seed, Pearson(exact GGN influence, warm-started LOO change)"),
+        "MLP: per seed, Pearson(exact influence, warm-started LOO change), with the Gauss-Newton "
+        "matrix (GGN) and, as Koh & Liang, the Hessian (each a condition)"),
     "mlp_lds": (
         "For a tanh MLP, influence functions rank retrainings on random halves of the data",
-        "MLP: per seed, LDS of exact GGN influence"),
+        "MLP: per seed, LDS of exact influence, with the GGN and with the Hessian (each a "
+        "condition)"),
     "solvers": (
         "CG and LiSSA reach the dense inverse-Hessian-vector product",
         "cosine between the CG (and the LiSSA) solution and the dense one ≥ 0.99 for every "
@@ -45,6 +47,11 @@ CLAIMS = declare(NAME, CITATION, {
 # logistic_loo is a control: for a convex model with its exact Hessian, influence is the
 # first-order LOO change by construction; random scores and the solvers against the dense
 # solve check the machinery, not a paper's claim
+MLP_CURVATURES = (("exact", "GGN"), ("exact_hessian", "Hessian"))
+"""The MLP claims' conditions: the method whose scores are judged, and its label. The GGN was the
+first setting (Bae et al.'s choice, always positive semi-definite) and is kept; the Hessian is
+Koh & Liang's, declared as a condition after the GGN's mlp_warm came out not reproduced at
+n = 10 (issue 38: it separates the curvature approximation from the influence function)."""
 
 
 def _number(value: Any) -> float:
@@ -96,15 +103,20 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
         out.append(decide(CLAIMS["lds_random"], abs(mean_chance) <= 0.1,
                           {"mean_lds_random": mean_chance, "lds_random_by_run": chance}))
     if not mlp:
-        out += [decide(CLAIMS[key], None, {"reason": "no trained MLP run", "skipped": skipped})
-                for key in ("mlp_warm", "mlp_lds")]
+        out += [decide(CLAIMS[key], None, {"reason": "no trained MLP run", "skipped": skipped},
+                       condition=curvature)
+                for _, curvature in MLP_CURVATURES for key in ("mlp_warm", "mlp_lds")]
     else:
-        pearson, lds = method(mlp, "exact", "loo_warm_pearson"), method(mlp, "exact", "lds")
-        out.append(decide_units(CLAIMS["mlp_warm"], rules.mlp_warm, _by_seed(mlp, pearson), {
-            "pearson_scratch_by_run": method(mlp, "exact", "loo_scratch_pearson"),
-            "grad_dot_pearson_warm_by_run": method(mlp, "grad_dot", "loo_warm_pearson")}))
-        out.append(decide_units(CLAIMS["mlp_lds"], rules.mlp_lds, _by_seed(mlp, lds), {
-            "grad_dot_lds_by_run": method(mlp, "grad_dot", "lds")}))
+        for name, curvature in MLP_CURVATURES:
+            pearson, lds = method(mlp, name, "loo_warm_pearson"), method(mlp, name, "lds")
+            out.append(decide_units(CLAIMS["mlp_warm"], rules.mlp_warm, _by_seed(mlp, pearson), {
+                "method": name,
+                "pearson_scratch_by_run": method(mlp, name, "loo_scratch_pearson"),
+                "grad_dot_pearson_warm_by_run": method(mlp, "grad_dot", "loo_warm_pearson")},
+                condition=curvature))
+            out.append(decide_units(CLAIMS["mlp_lds"], rules.mlp_lds, _by_seed(mlp, lds), {
+                "method": name, "grad_dot_lds_by_run": method(mlp, "grad_dot", "lds")},
+                condition=curvature))
     if not done:
         out.append(decide(CLAIMS["solvers"], None, {"reason": "no trained run",
                                                     "skipped": skipped}))
@@ -115,6 +127,61 @@ def check_claims(metrics: Mapping[str, Mapping[str, Any]],
         out.append(decide(CLAIMS["solvers"], worst >= 0.99,
                           {"min_cosine": worst, "min_cosine_by_run_and_solver": cosines}))
     return out
+
+
+DIAGNOSED = (("exact", "exact GGN"), ("exact_hessian", "exact Hessian"), ("ekfac", "EK-FAC"),
+             ("grad_dot", "gradient-dot"), ("random", "random"))
+
+
+def diagnosis(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The report's "why these verdicts" (issue 38), from the runs' numbers: per model, each
+    method's agreement with warm-started and from-scratch leave-one-out retraining (mean over
+    seeds), and how far the GGN and the Hessian differ, which separates the curvature
+    approximation from the influence function itself."""
+    lines = []
+    for model in ("logistic", "mlp"):
+        runs = [m for m in metrics.values() if m["model"] == model and "methods" in m]
+        if not runs:
+            continue
+
+        def mean(name: str, key: str, runs=runs) -> float:
+            return _mean([m["methods"].get(name, {}).get(key) for m in runs])
+
+        cells = "; ".join(
+            f"{label} {mean(name, 'loo_warm_pearson'):.3f} warm, "
+            f"{mean(name, 'loo_scratch_pearson'):.3f} from scratch, LDS {mean(name, 'lds'):.3f}"
+            for name, label in DIAGNOSED)
+        pd = sum(bool(m["inverse_hvp"].get("exact_hessian", {}).get("positive_definite"))
+                 for m in runs)
+        seeds = f"{len(runs)} seed{'' if len(runs) == 1 else 's'}"
+        lines.append(f"{model} ({seeds}; the Hessian positive definite in {pd}): Pearson with "
+                     f"the leave-one-out change, mean over seeds: {cells}.")
+        if model == "mlp":
+            ggn, hessian = mean("exact", "loo_warm_pearson"), mean("exact_hessian",
+                                                                  "loo_warm_pearson")
+            if math.isfinite(ggn) and math.isfinite(hessian):
+                lines.append(
+                    f"MLP, warm-started leave-one-out: Hessian {hessian:.3f} against GGN "
+                    f"{ggn:.3f} (mean over seeds). " + (
+                        "Cause of a GGN shortfall: the curvature approximation, not the "
+                        "influence function: the GGN leaves out the Hessian's term in the "
+                        "tanh network's second derivatives weighted by the residuals, which a "
+                        "retraining warm-started at the optimum follows; Koh & Liang's "
+                        "influence uses the Hessian (the Hessian condition)."
+                        if hessian - ggn > 0.05 else
+                        "The GGN and the Hessian agree within 0.05, so the curvature "
+                        "approximation does not explain the GGN's verdict."))
+    mlp = [m for m in metrics.values() if m["model"] == "mlp" and "methods" in m]
+    shifts = {truth: _mean([m.get("ground_truth", {}).get(truth, {}).get("median_shift")
+                            for m in mlp]) for truth in GROUND_TRUTHS}
+    if all(map(math.isfinite, shifts.values())):
+        lines.append(
+            "MLP: a retraining from scratch moves the parameters (L2 norm) a median "
+            f"{shifts['loo_scratch']:.3f} from the trained model, a warm-started one "
+            f"{shifts['loo_warm']:.3f} (mean over seeds): from scratch the non-convex MLP lands "
+            "elsewhere, which no approximation at the trained model predicts (Bae et al., "
+            "2022); no claim is judged on it.")
+    return lines
 
 
 def _dense(history: pa.Table, method: str, n_test: int, n_train: int) -> np.ndarray:
@@ -185,5 +252,6 @@ def summarize(config: InfluenceConfig, metrics: Mapping[str, Mapping[str, Any]],
     data = {"study": NAME, "runs": {k: dict(v) for k, v in sorted(metrics.items())},
             "examples": {run: _examples(m, histories[run], config.shown_test_points)
                          for run, m in done.items()},
-            "loo_scatter": {run: _scatter(m, histories[run]) for run, m in done.items()}}
+            "loo_scatter": {run: _scatter(m, histories[run]) for run, m in done.items()},
+            "diagnosis": diagnosis(metrics)}
     return Summary(data=data, claims=tuple(check_claims(metrics, config.claims)), table=table)
