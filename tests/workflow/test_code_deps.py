@@ -10,7 +10,7 @@ import yaml
 from test_presets import SHRUNK_IN_DEFAULT
 
 from genlab.workflow.code_deps import CodeDeps
-from genlab.workflow.code_digest import source_of
+from genlab.workflow.code_digest import closure_sources
 from genlab.workflow.generate import render
 from tests_support import ROOT, preset_params
 
@@ -56,13 +56,14 @@ def stages() -> dict[str, dict]:
 
 
 def code_files(st: dict) -> list[str]:
-    """The source files a stage depends on, through their digests (genlab.workflow.code_digest)."""
-    return [f for f in map(source_of, st["deps"]) if f is not None]
+    """The source files a stage depends on, through its closure digests
+    (genlab.workflow.code_digest)."""
+    return closure_sources(st["deps"], ROOT)
 
 
 def test_no_stage_depends_on_a_whole_source_folder(stages) -> None:
-    """Each stage depends on its sources' digests, file by file; only the code_digests stage
-    reads the sources themselves (the whole package)."""
+    """Each stage depends on its sources' digests, through a few closure digests; only the
+    code_digests stage reads the sources themselves (the whole package)."""
     for name, st in stages.items():
         if name == "code_digests":
             assert st["deps"] == ["src/genlab"]
