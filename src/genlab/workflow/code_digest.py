@@ -44,8 +44,12 @@ import argparse
 import ast
 import hashlib
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from genlab.paths import CODE_DIGESTS, SRC
+
+if TYPE_CHECKING:
+    from genlab.workflow.code_deps import CodeDeps
 
 CODE_STAGE = "code_digests"
 """Its dvc.yaml stage (genlab.workflow.generate)."""
@@ -98,13 +102,14 @@ def source_of(digest: str) -> str | None:
     return str(SRC / str(path.relative_to(CODE_DIGESTS))[: -len(SUFFIX)])
 
 
-def closure_sources(deps: list[str], root: str | Path = ".") -> list[str]:
+def closure_sources(deps: list[str], root: str | Path = ".",
+                    code: CodeDeps | None = None) -> list[str]:
     """The source files (sorted) that a stage's closure dependencies stand for: what the stage's
-    command imports."""
+    command imports (``code``: the sources already parsed, for many stages at once)."""
     from genlab.workflow.code_deps import CodeDeps
 
     modules = [m for m in map(module_of, deps) if m is not None]
-    return CodeDeps(root).files(modules)
+    return (code or CodeDeps(root)).files(modules)
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
