@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
         ("--out", {"type": Path, "help": "write the page here (e.g. docs/results.md); "
                    "default: print it"}))
     add("code-digests", _stage("code-digests"), "write data/code/: one digest per genlab source "
-        "file, comments, docstrings and layout left out (what the stages depend on)")
+        "file, comments, docstrings and layout left out, and one per module's import closure "
+        "(what the stages depend on)")
     add("sync", _stage("sync"), "after dvc repro/pull/checkout: set the mtimes Snakemake judges "
         "by to what the stages' stamps say, and print each stale stage with its reason")
     add("verify-cache", _stage("verify-cache"), "hash every object of the local DVC cache "

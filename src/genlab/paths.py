@@ -14,8 +14,9 @@ SRC = PurePosixPath("src")
 """Where the genlab package's source lives (each stage's code dependencies, as dvc.yaml names
 them)."""
 CODE_DIGESTS = DATA / "code"
-"""One digest per genlab source file (genlab.workflow.code_digest): what the stages depend on in
-place of the sources, so that a comment reruns nothing."""
+"""One digest per genlab source file and, under ``closure/``, one per module's import closure
+(genlab.workflow.code_digest): the closure digests are what the stages depend on in place of the
+sources, so that a comment reruns nothing."""
 GATE_STAMP = DATA / "params.checked"
 """The params gate's output: params.yaml was checked (every stage waits on it in DVC)."""
 STAMPS = DATA / "stamps"

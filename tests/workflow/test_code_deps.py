@@ -10,7 +10,7 @@ import yaml
 from test_presets import SHRUNK_IN_DEFAULT
 
 from genlab.workflow.code_deps import CodeDeps
-from genlab.workflow.code_digest import source_of
+from genlab.workflow.code_digest import closure_sources
 from genlab.workflow.generate import render
 from tests_support import ROOT, preset_params
 
@@ -55,14 +55,18 @@ def stages() -> dict[str, dict]:
     return {name: st.get("do", st) for name, st in preset_stages("cpu").items()}
 
 
+_CODE = CodeDeps(ROOT)  # the sources parsed once for every stage's question
+
+
 def code_files(st: dict) -> list[str]:
-    """The source files a stage depends on, through their digests (genlab.workflow.code_digest)."""
-    return [f for f in map(source_of, st["deps"]) if f is not None]
+    """The source files a stage depends on, through its closure digests
+    (genlab.workflow.code_digest)."""
+    return closure_sources(st["deps"], ROOT, _CODE)
 
 
 def test_no_stage_depends_on_a_whole_source_folder(stages) -> None:
-    """Each stage depends on its sources' digests, file by file; only the code_digests stage
-    reads the sources themselves (the whole package)."""
+    """Each stage depends on its sources' digests, through a few closure digests; only the
+    code_digests stage reads the sources themselves (the whole package)."""
     for name, st in stages.items():
         if name == "code_digests":
             assert st["deps"] == ["src/genlab"]
@@ -210,3 +214,18 @@ def test_write_skips_rendering_until_params_code_or_dvc_yaml_change(
     (tmp_path / "off.yaml").write_text(yaml.safe_dump(raw))
     assert generate.write(tmp_path, load_params(tmp_path / "off.yaml")) is True
     assert len(calls) == 3 and "random_labels_train" not in dvc_yaml.read_text()
+
+
+def test_a_stage_lists_the_closures_that_cover_all_its_roots(tmp_path: Path) -> None:
+    """A root inside another root's closure is left out, a missing module gives nothing, and the
+    closures listed hold every file of the roots' import closure (genlab.workflow.generate)."""
+    from genlab.workflow.code_digest import closure_path
+    from genlab.workflow.generate import _Builder
+
+    write(tmp_path, {"genlab/__init__.py": "", "genlab/a.py": "from genlab import b\n",
+                     "genlab/b.py": "from genlab import d\n", "genlab/c.py": "", "genlab/d.py": ""})
+    roots = ["genlab.b", "genlab.a", "genlab.c", "genlab.missing"]
+    listed = _Builder(None, tmp_path).digests(roots)  # type: ignore[arg-type]
+    assert listed == [closure_path("genlab.a"), closure_path("genlab.c")]
+    deps = CodeDeps(tmp_path)
+    assert closure_sources(listed, tmp_path, deps) == deps.files(roots)

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from genlab.workflow.code_digest import digest_path, python_digest, source_of, write_digests
+from genlab.workflow.code_digest import (
+    digest_path,
+    module_of,
+    python_digest,
+    source_of,
+    write_digests,
+)
 
 CODE = '''"""A module."""
 import math
@@ -70,21 +76,48 @@ def test_write_digests_rewrites_only_what_changed(tmp_path: Path) -> None:
     written = write_digests(tmp_path)
     digests = sorted(p.relative_to(tmp_path).as_posix()
                      for p in (tmp_path / "data/code").rglob("*") if p.is_file())
+    closures = ["data/code/closure/genlab.digest", "data/code/closure/genlab.sub.mod.digest"]
     assert sorted(written) == digests == [
-        "data/code/genlab/__init__.py.digest", "data/code/genlab/sub/mod.py.digest",
+        *closures, "data/code/genlab/__init__.py.digest", "data/code/genlab/sub/mod.py.digest",
         "data/code/genlab/sub/page.html.j2.digest"]
     mod = tmp_path / "data/code/genlab/sub/mod.py.digest"
+    closure = tmp_path / closures[1]
     assert mod.read_text() == f"ast {python_digest(CODE)}\n"
-    assert (tmp_path / digests[2]).read_text().startswith("bytes ")
+    assert (tmp_path / digests[4]).read_text().startswith("bytes ")
+    # a module's closure digest: each file its import reaches, with that file's digest
+    assert closure.read_text() == (f"src/genlab/__init__.py {(src / '__init__.py').read_text()}"
+                                   f"ast {python_digest('')}\n"
+                                   f"src/genlab/sub/mod.py ast {python_digest(CODE)}\n")
+    assert module_of(closures[1]) == "genlab.sub.mod" and source_of(closures[1]) is None
     os.utime(mod, ns=(1, 1))
+    os.utime(closure, ns=(1, 1))
     (src / "sub/mod.py").write_text(SAME[0])  # a comment: nothing rewritten
     assert write_digests(tmp_path) == [] and mod.stat().st_mtime_ns == 1
+    assert closure.stat().st_mtime_ns == 1
     (src / "sub/page.html.j2").write_text("<p>{{ x }} </p>\n")  # a template: its bytes count
-    assert write_digests(tmp_path) == [digests[2]]
-    (src / "sub/mod.py").write_text(DIFFERENT[0])
-    assert write_digests(tmp_path) == [str(mod.relative_to(tmp_path))]
-    (src / "sub/mod.py").unlink()  # a deleted source loses its digest
-    assert write_digests(tmp_path) == [str(mod.relative_to(tmp_path))] and not mod.exists()
+    assert write_digests(tmp_path) == [digests[4]]
+    (src / "sub/mod.py").write_text(DIFFERENT[0])  # its digest and its closure's change
+    assert write_digests(tmp_path) == [str(mod.relative_to(tmp_path)), closures[1]]
+    (src / "sub/mod.py").unlink()  # a deleted source loses its digest and its closure's
+    assert sorted(write_digests(tmp_path)) == [closures[1], str(mod.relative_to(tmp_path))]
+    assert not mod.exists() and not closure.exists()
+
+
+def test_a_new_import_changes_the_importers_closure_only(tmp_path: Path) -> None:
+    """An import added changes the closure digest of every module that reaches it (so their
+    stages rerun, dvc.yaml unchanged) and no file's own digest but the importer's."""
+    src = tmp_path / "src/genlab"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "a.py").write_text("X = 1\n")
+    (src / "b.py").write_text("Y = 2\n")
+    (src / "c.py").write_text("from genlab import a\n")
+    write_digests(tmp_path)
+    (src / "a.py").write_text("from genlab import b\nX = 1\n")
+    assert sorted(write_digests(tmp_path)) == [
+        "data/code/closure/genlab.a.digest", "data/code/closure/genlab.c.digest",
+        "data/code/genlab/a.py.digest"]
+    assert "src/genlab/b.py" in (tmp_path / "data/code/closure/genlab.c.digest").read_text()
 
 
 def test_a_syntax_error_names_the_file(tmp_path: Path) -> None:

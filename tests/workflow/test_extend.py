@@ -76,10 +76,11 @@ def test_the_toy_study_and_analysis_run_in_snakemake(project) -> None:
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     assert {"toy_synthesize_s0", "toy_synthesize_s1", "toy_train", "toy_toy_norm",
             "toy_aggregate"} <= set(stages)
-    norm = "data/code/genlab/analyses/toy_norm.py.digest"  # genlab.workflow.code_digest
+    norm = "data/code/closure/genlab.analyses.toy_norm.digest"  # genlab.workflow.code_digest
     assert norm in stages["toy_toy_norm"]["deps"]
     assert norm not in stages["toy_train"]["do"]["deps"]
-    assert (root / norm).is_file()  # Snakemake's parse wrote the new module's digest
+    assert (root / norm).is_file()  # Snakemake's parse wrote the new module's digests
+    assert (root / "data/code/genlab/analyses/toy_norm.py.digest").is_file()
     summary = json.loads((root / "data/toy/summary.json").read_text())
     assert summary["claims"][0]["study"] == "toy"
     norms = summary["analyses"]["toy_norm"]

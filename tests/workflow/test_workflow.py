@@ -22,7 +22,8 @@ import yaml
 
 from genlab.report.metrics import claim_file
 from genlab.workflow.adapter import dvc_jobs
-from genlab.workflow.code_digest import digest_path
+from genlab.workflow.code_deps import CodeDeps
+from genlab.workflow.code_digest import closure_sources
 from genlab.workflow.sync import SNAKEMAKE_MARKER
 from tests_support import ROOT, copy_project, run, tool_env
 
@@ -315,7 +316,9 @@ def test_a_code_edit_reruns_exactly_the_stages_that_import_it_in_both_engines(
     trace = project.root / path
     stat, text = trace.stat(), trace.read_text()
     jobs = dvc_jobs(project.root)
-    importers = {j.stage for j in jobs if digest_path(path) in j.deps}
+    code = CodeDeps(project.root)
+    importers = {j.stage for j in jobs
+                 if path in closure_sources(list(j.deps), project.root, code)}
     assert "eos_gd_sharpness" in importers and "random_labels_intrinsic_dim" not in importers
     trace.write_text(text + "pass\n")
     try:

@@ -5,8 +5,9 @@ template form, ``foreach`` over a params mapping; tests/workflow/test_dag.py com
 with DVC's own parse) and turns each stage into a job description that the Snakefile makes a rule
 of, so the two engines cannot drift apart:
 
-- DVC ``deps`` become Snakemake inputs, except the genlab source files (each stage's exact code
-  dependencies, ~100 per stage): a stage's fingerprint holds their hashes, and
+- DVC ``deps`` become Snakemake inputs, except the genlab source files and the code digests
+  standing for them (each stage's exact code dependencies): a stage's fingerprint holds their
+  hashes, and
   :func:`genlab.workflow.sync.reconcile` tells Snakemake which stages an edit makes stale, as for
   params. As inputs they cost every Snakefile parse seconds (the default preset's 341 stages list
   32,000 of them) and told Snakemake nothing the fingerprint does not. A dependency on a folder is

@@ -10,8 +10,9 @@ Per-run stages keep DVC's ``foreach`` over ``studies.<study>.runs``, so adding a
 of params.yaml and needs no regeneration. Adding, removing or switching off a study, or switching
 an analysis on or off, changes the stage list: run ``genlab dag --write`` (Snakemake does it
 itself when it parses the workflow). Each stage's code dependencies are the import closure of
-the modules its command runs (:mod:`genlab.workflow.code_deps`), each file named by its digest
-(:mod:`genlab.workflow.code_digest`), so that only a change to the code reruns a stage.
+the modules its command runs (:mod:`genlab.workflow.code_deps`), as the closure digests of those
+modules (:mod:`genlab.workflow.code_digest`: each lists the closure's files by their digests),
+so that only a change to the code reruns a stage.
 
 What each stage tracks is exactly what it records as its settings in its sidecars
 (:func:`genlab.stages.settings.stage_settings`, from which the params lists are derived):
@@ -41,7 +42,7 @@ from genlab.data.draws import data_fields, runs_of_seeds, seed_blocks, seeds
 from genlab.stages.settings import run_blocks, stage_settings
 from genlab.studies import STUDIES, claims_module, experiment_module, figures_module
 from genlab.workflow.code_deps import CodeDeps
-from genlab.workflow.code_digest import CODE_STAGE, PACKAGE, digest_path
+from genlab.workflow.code_digest import CODE_STAGE, PACKAGE, closure_path
 
 PARAMS_FILE = "params.yaml"
 GATE_STAMP = str(paths.GATE_STAMP)
@@ -57,8 +58,9 @@ HEADER = """\
 # (src/genlab/analyses/registry.py), src/genlab/paths.py and the studies and analyses that
 # params.yaml declares; genlab.workflow.generate says what each stage tracks. `meta:` holds what
 # only Snakemake reads: threads, resources (gpu: 1 marks the torch stages, requested only when
-# they run on CUDA), log. Each stage's code dependencies are the digests (data/code/, written by
-# the code_digests stage) of the source files its command imports.
+# they run on CUDA), log. Each stage's code dependencies are the closure digests
+# (data/code/closure/, written by the code_digests stage) of the modules its command runs: each
+# lists every source file those import, by digest.
 """
 
 
@@ -111,9 +113,19 @@ class _Builder:
         return self.digests([*ENTRY, STAGE_MODULE[kind], *modules])
 
     def digests(self, roots: list[str]) -> list[str]:
-        """The code dependencies of a command running ``roots``: the digest of each source file
-        in their import closure (genlab.workflow.code_digest), not the file's bytes."""
-        return [digest_path(f) for f in self.deps.files(roots)]
+        """The code dependencies of a command running ``roots``: the closure digests
+        (genlab.workflow.code_digest) of the roots, leaving out a root that another's closure
+        holds (its closure is inside that one), so a stage lists a few files that cover every
+        source file of its import closure, by digest, not by bytes."""
+        closures = {r: self.deps.closure([r]) for r in dict.fromkeys(roots)
+                    if self.deps.module_file(r) is not None}
+        kept: list[str] = []
+        covered: set[str] = set()
+        for root in sorted(closures, key=lambda r: -len(closures[r])):  # importers first
+            if root not in covered:
+                kept.append(root)
+                covered |= closures[root]
+        return [closure_path(r) for r in closures if r in kept]
 
     def stages(self) -> dict[str, Any]:
         stages: dict[str, Any] = {CODE_STAGE: {
