@@ -124,10 +124,9 @@ def diagnosis(config: LayerIDConfig, metrics: Mapping[str, Mapping[str, Any]]) -
         + ("Every clean run fitted its labels (below) well inside the step budget, so the "
            "profile is that of a fitted network. " if not unfitted else
            f"{unfitted} clean run(s) did not fit their labels and are left out (below). ")
-        + "At initialisation the ID rises with depth and peaks at "
-        "the last hidden layer (statistic near 0); training lowers every hidden layer's ID, "
-        "the deeper the more, and the first hidden layer, the trained peak, ends below the "
-        "input's ID: the profile falls from the input on, with no hump."
+        + "In most seeds no trained hidden layer's ID rises above the input's: the profile "
+        "falls from the input on, with no hump to measure (the profiles at initialisation and "
+        "trained, below)."
         + (" Digits is not shrunk in the default; its runs differ from the cpu preset's only "
            "in the stop check (every 100 steps, not 500), and the cpu preset's estimate was "
            "negative too: -0.259 [-0.639, 0.121], 3 seeds, inconclusive (docs/results.md)."

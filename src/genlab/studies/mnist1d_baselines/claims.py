@@ -152,11 +152,10 @@ def diagnosis(config: BaselinesConfig, metrics: Mapping[str, Mapping[str, Any]],
     return [
         f"Cause of the MLP rows' shortfall: the setting, the budget shrunk for compute (a "
         f"declared condition), not the code: {steps:,} Adam steps where the paper's table is "
-        f"for {PAPER_STEPS:,}. At {steps:,} steps no MLP has fitted its training set, and its "
-        "test accuracy has levelled off below the paper's while its training accuracy still "
-        "rises (below, mean over seeds); the numbers at this budget cannot show what the "
-        "longer recipe adds. At the paper's 6,000 steps (the cpu preset, docs/results.md, 3 "
-        "seeds) the MLP rows were -1.8 [-4.49, 0.89] (plain) and -1.9 [-3.45, -0.35] "
+        f"for {PAPER_STEPS:,}. Below, per model (mean over seeds): how many runs fitted their "
+        "training set, and how test and training accuracy moved over the last evaluation "
+        "interval; the numbers at this budget cannot show what the longer recipe adds. At "
+        "the paper's 6,000 steps (the cpu preset, docs/results.md, 3 seeds) the MLP rows were -1.8 [-4.49, 0.89] (plain) and -1.9 [-3.45, -0.35] "
         "(shuffled) points, inconclusive, not outside the band.",
         *lines]
 
