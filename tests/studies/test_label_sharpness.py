@@ -12,7 +12,12 @@ from pydantic import ValidationError
 
 from genlab.data.draws import draw_settings, run_draw_id
 from genlab.io import dumps_json
-from genlab.studies.label_sharpness.claims import loss_exponent, seed_statistics, summarize
+from genlab.studies.label_sharpness.claims import (
+    diagnosis,
+    loss_exponent,
+    seed_statistics,
+    summarize,
+)
 from genlab.studies.label_sharpness.experiment import SPEC
 from genlab.studies.label_sharpness.figures import figures, tables
 from genlab.studies.label_sharpness.settings import LabelSharpnessConfig, SharpnessRun, run_id
@@ -170,3 +175,31 @@ def test_a_seeds_pairs_share_one_build_of_their_dataset() -> None:
     for name in cfg.runs:
         SPEC.synthesize(draw_settings(cfg, run_draw_id(cfg, name)))
     assert experiment._real_data.cache_info().misses == 1
+
+
+def test_the_diagnosis_counts_the_models_the_budget_stopped() -> None:
+    """Issue 38's "why these verdicts": per synthetic dataset, the models that stopped at the
+    step budget before fitting, by train size, with their fit and the last interval's rise."""
+    import pyarrow as pa
+
+    cfg = config({"waves-d2-w1-s0": waves(2, 1, 0)})  # sizes 60, 120; 30 steps, eval every 10
+
+    def fitted(n: int, loss: float, status: str, train: float) -> dict:
+        return {"n_train": n, "test_loss": loss, "status": status, "train_acc": train}
+    metrics = {f"waves-d4-w1-s{s}": {
+        "task": "waves", "seed": s, "status": "trained", "intrinsic_dim": 4, "frequency": 1.0,
+        "models": [fitted(60, 0.4, "fitted", 1.0),
+                   fitted(120, 0.2, "budget" if s else "fitted", 0.9 if s else 1.0)]}
+        for s in (0, 1)}
+    metrics["digits-0v1-s0"] = {"task": "digits", "status": "trained", "models": []}
+    history = pa.table({"n_train": [60, 120, 120], "step": [10, 10, 20],
+                        "train_acc": [1.0, 0.8, 0.85]})
+    cause, line = diagnosis(cfg, metrics, {"waves-d4-w1-s1": history})
+    assert cause.startswith("Cause: the setting") and "1 of 2 synthetic models at N = 120" in cause
+    assert "0 of 2 at N = 60 stopped at the budget of 30 Adam steps" in cause
+    assert line == ("d=4, omega=1 (2 seeds): alpha 1.00; by N 60/120: stopped at the budget "
+                    "unfitted 0/1, train accuracy 100/95%, test loss 0.40/0.20; at N = 120 the "
+                    "training accuracy moved +5.0 points over the last 10 steps.")
+    full = cfg.model_copy(update={"recipe": cfg.recipe.model_copy(update={"max_steps": 3000})})
+    assert not diagnosis(full, metrics, {})[0].startswith("Cause")  # not shrunk: numbers only
+    assert diagnosis(cfg, {}, {}) == []

@@ -12,6 +12,7 @@ from genlab.data.draws import draw_id, draw_settings
 from genlab.io import dumps_json
 from genlab.studies.layer_id.claims import (
     check_claims,
+    diagnosis,
     hunchback_height,
     seed_statistics,
     summarize,
@@ -151,3 +152,31 @@ def test_tiny_run_end_to_end() -> None:
         ("mnist1d cnn", True)] * 2 + [("digits mlp", False)] * 2  # one digits seed
     (caption, fig), = figures(json.loads(dumps_json(summary.data)), summary.table)
     assert "initialisation" in caption and len(fig.axes) == 2
+
+
+def test_the_diagnosis_reports_each_conditions_fit_and_profile() -> None:
+    """Issue 38's "why these verdicts": the fitted clean runs' steps, the trained peak and in how
+    many seeds it clears the input's ID; the cause is named where it mostly does not."""
+    def run(seed: int, trained: list[float], fit_step: int | None = 300, **kw) -> dict:
+        return {**fake("mlp", "clean", seed, trained, task="digits", **kw),
+                "id_init": [7.0, 7.5, 8.0, 6.0], "layers": ["input", "hidden 1", "hidden 2",
+                                                          "output"],
+                "fit_step": fit_step, "final_test_acc": 0.9}
+    metrics = {"digits-mlp-clean-s0": run(0, [7.0, 6.5, 5.0, 4.0]),
+               "digits-mlp-clean-s1": run(1, [7.0, 7.5, 5.0, 4.0], fit_step=500),
+               "digits-mlp-clean-s2": run(2, [7.0, 6.0, 5.0, 4.0]),
+               "digits-mlp-clean-s3": run(3, [7.0, 9.0, 5.0, 4.0], fit_step=None,
+                                         status="budget"),  # left out: it did not fit
+               "digits-mlp-random-s0": fake("mlp", "random", 0, [7.0, 8.0, 9.0, 5.0],
+                                            task="digits")}
+    cause, line = diagnosis(config(runs()), metrics)
+    assert cause.startswith("Cause for digits mlp: a finding") and "1 clean run(s)" in cause
+    assert line.startswith("digits mlp: 3 of 4 clean runs fitted their labels, at step 367 "
+                           "on average (300-500 of 1,500)")
+    assert "trained peak is at hidden 1 in 3 of 3 seeds and above the input's ID in 1" in line
+    assert "initialisation 7.00, 7.50, 8.00, 6.00" in line
+    assert "statistic is -0.33 trained, 0.00 at initialisation" in line
+    metrics["digits-mlp-clean-s0"]["id_trained"] = [7.0, 8.0, 5.0, 4.0]  # now 2 of 3 above
+    assert [line.split(";")[0] for line in diagnosis(config(runs()), metrics)] == [
+        line.split(";")[0]]  # a hump in most seeds: the numbers alone, no cause
+    assert diagnosis(config(runs()), {}) == []

@@ -13,6 +13,7 @@ from genlab.studies.mnist1d_baselines.claims import (
     PAPER_TEST_ACCURACY,
     accuracies,
     check_claims,
+    diagnosis,
     summarize,
 )
 from genlab.studies.mnist1d_baselines.experiment import SPEC, train_settings
@@ -209,3 +210,30 @@ def test_the_group_trainer_makes_what_each_run_makes_alone() -> None:
         assert alone.weights.keys() == artifacts.weights.keys(), name
         for key, tensor in alone.weights.items():
             assert torch.equal(tensor, artifacts.weights[key]), (name, key)
+
+
+def test_the_diagnosis_counts_fitted_runs_and_the_last_intervals_rise() -> None:
+    """Issue 38's "why these verdicts": per model and variant, the runs that fitted their
+    training set in the recipe's steps, their accuracies beside the paper's, and the last
+    evaluation interval's change (from the histories)."""
+    import pyarrow as pa
+
+    m = metrics({("mlp", False): [62.0, 64.0], ("cnn", False): [90.0, 92.0]},
+                diverged=frozenset({("cnn", False, 1)}))
+    for name, train in (("mlp-plain-s0", 1.0), ("mlp-plain-s1", 0.9), ("cnn-plain-s0", 0.98),
+                        ("cnn-plain-s1", 0.5)):
+        m[name]["final_train_acc"] = train
+    history = pa.table({"step": [0, 250, 500], "test_acc": [0.1, 0.60, 0.62],
+                        "train_acc": [0.1, 0.80, 0.86]})
+    cfg = tiny_config()
+    short = cfg.model_copy(update={"recipe": cfg.recipe.model_copy(update={"steps": 1000})})
+    cause, mlp, cnn = diagnosis(short, m, {"mlp-plain-s0": history, "mlp-plain-s1": history})
+    assert cause.startswith("Cause of the MLP rows' shortfall: the setting")
+    assert mlp == ("mlp, plain (2 seeds): 1 fitted their training set in 1,000 steps; train "
+                   "accuracy 95.0%, test 63.0% (paper 68%); over the last 250 steps test "
+                   "accuracy +2.0, training accuracy +6.0 points.")
+    assert cnn.startswith("cnn, plain (1 seeds): 0 fitted")  # the diverged seed left out
+    assert cnn.endswith("test 90.0% (paper 94%).")  # no history: no trend
+    full = cfg.model_copy(update={"recipe": cfg.recipe.model_copy(update={"steps": 6000})})
+    assert diagnosis(full, m, {})[0].startswith("At the paper's recipe (6,000 Adam steps)")
+    assert diagnosis(short, {}, {}) == []
