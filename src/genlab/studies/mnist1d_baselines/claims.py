@@ -155,7 +155,8 @@ def diagnosis(config: BaselinesConfig, metrics: Mapping[str, Mapping[str, Any]],
         f"for {PAPER_STEPS:,}. Below, per model (mean over seeds): how many runs fitted their "
         "training set, and how test and training accuracy moved over the last evaluation "
         "interval; the numbers at this budget cannot show what the longer recipe adds. At "
-        "the paper's 6,000 steps (the cpu preset, docs/results.md, 3 seeds) the MLP rows were -1.8 [-4.49, 0.89] (plain) and -1.9 [-3.45, -0.35] "
+        "the paper's 6,000 steps (the cpu preset, docs/results.md, 3 seeds) the MLP rows "
+        "were -1.8 [-4.49, 0.89] (plain) and -1.9 [-3.45, -0.35] "
         "(shuffled) points, inconclusive, not outside the band.",
         *lines]
 
