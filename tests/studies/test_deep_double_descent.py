@@ -17,7 +17,7 @@ from genlab.studies.deep_double_descent.claims import (
     summarize,
     threshold_width,
 )
-from genlab.studies.deep_double_descent.experiment import SPEC
+from genlab.studies.deep_double_descent.experiment import SPEC, train_settings
 from genlab.studies.deep_double_descent.figures import figures
 from genlab.studies.deep_double_descent.settings import (
     DeepDoubleDescentConfig,
@@ -154,6 +154,19 @@ def test_a_diverged_run_or_no_fit_leaves_the_seed_undefined() -> None:
     assert seed_statistics(only, "mlp", 0.01)["second_descent"] == {2: None}
 
 
+def test_every_width_trains_the_whole_budget_past_interpolation() -> None:
+    """The notebook's protocol: a fixed number of steps for every width, so a wide network that
+    fits its (noisy) training labels early keeps training, as the claims assume."""
+    cfg = config(runs(seeds=(0,)))
+    assert train_settings(cfg.recipe).stop_at_train_acc is None
+    assert train_settings(cfg.recipe).stop_at_train_loss is None
+    wide = cfg.model_copy(update={"recipe": cfg.recipe.model_copy(update={"steps": 400}),
+                                  "runs": {"mlp-w256-s0": DoubleDescentRun(model="mlp",
+                                                                           width=256, seed=0)}})
+    m = SPEC.train_run(wide, "mlp-w256-s0", SPEC.synthesize(wide), torch.device("cpu")).metrics
+    assert m["final_train_err"] == 0.0 and m["steps"] == 400, m  # fitted, and kept training
+
+
 def test_tiny_run_end_to_end() -> None:
     cfg = config(runs(seeds=(0, 1)))
     dataset = SPEC.synthesize(cfg)
@@ -166,6 +179,7 @@ def test_tiny_run_end_to_end() -> None:
         metrics[name] = m
         history = artifacts.history.to_pylist()
         assert history[-1]["step"] == m["steps"] == 300
+        assert m["status"] == "budget"  # a fixed budget, no stop at interpolation
         # the test error the claims use is the loop's own final evaluation's
         assert m["final_test_err"] == pytest.approx(1 - history[-1]["test_acc"], abs=1e-12)
         assert sum(m["test_err_halves"]) / 2 == pytest.approx(m["final_test_err"])

@@ -33,9 +33,13 @@ def synthesize(config: DeepDoubleDescentConfig) -> Dataset:
 
 
 def train_settings(recipe: DoubleDescentRecipe) -> TrainSettings:
+    """The recipe's fixed step budget, with no stop: the notebook trains every width for the
+    same epochs, and the widths past the threshold must keep training after they interpolate
+    (TrainSettings' default stop at 100% training accuracy would end them there)."""
     return TrainSettings(optimizer="sgd", loss="cross_entropy", lr=recipe.lr,
                          momentum=recipe.momentum, batch_size=recipe.batch_size,
-                         max_steps=recipe.steps, eval_every=recipe.eval_every)
+                         max_steps=recipe.steps, eval_every=recipe.eval_every,
+                         stop_at_train_acc=None)
 
 
 @torch.no_grad()
