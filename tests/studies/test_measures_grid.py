@@ -21,6 +21,7 @@ from genlab.studies.measures_grid.claims import (
     HYPERPARAMETERS,
     JIANG_MEASURES,
     NORM_BASED,
+    TEACHER_CAUSE,
     check_claims,
     measure_value,
     seed_statistics,
@@ -587,8 +588,8 @@ def test_the_diagnosis_gives_each_axis_tau_with_the_gap_and_the_claims_measures(
     metrics = synthetic_metrics()
     summary = summarize(one_run_config(), metrics, {})
     lines = summary.data["diagnosis"]
-    assert len(lines) == 2 and lines[0].startswith("Not yet separated (issue 38 open)")
-    teacher = lines[1]
+    assert len(lines) == 3 and lines[0] == TEACHER_CAUSE
+    teacher, within = lines[1], lines[2]
     runs = [m for _, m in sorted(metrics.items()) if m["included"]]
     gap = np.array([m["gap"] for m in runs])
     assert teacher.startswith(f"teacher: 15 of 16 runs kept (the rest missed the stop or "
@@ -600,5 +601,19 @@ def test_the_diagnosis_gives_each_axis_tau_with_the_gap_and_the_claims_measures(
     assert (f"prod_of_spec: with the gap {kendalltau(spec, gap).statistic:+.2f}, with depth "
             f"{kendalltau(spec, depth).statistic:+.2f}, lr ") in teacher
     assert "pacbayes_flatness: with the gap" in teacher and "pacbayes_mag_flatness" in teacher
+    # one axis at a time: each measure's ψ_i as the ranking table has it, and the axes whose
+    # sign is the claims' opposite (negative wanted of prod_of_spec, positive of flatness)
+    rows = {r["measure"]: r for r in summary.data["conditions"]["teacher"]["ranking"]}
+    varied = summary.data["conditions"]["teacher"]["hyperparameters_varied"]
+    assert within.startswith("teacher, one axis at a time")
+    for name, wanted in (("prod_of_spec", -1), ("pacbayes_flatness", 1),
+                         ("pacbayes_mag_flatness", 1)):
+        psi = {h: rows[name][f"psi_{h}"] for h in varied}
+        wrong = [h for h, v in psi.items() if not np.isnan(v) and v * wanted < 0]
+        text = ", ".join(f"{h} {v:+.2f}" if not np.isnan(v) else f"{h} undefined"
+                         for h, v in psi.items())
+        assert f"{name} ψ {text} (Ψ {rows[name]['psi']:+.2f}" in within
+        defined = sum(not np.isnan(v) for v in psi.values())
+        assert f"opposite on {len(wrong)} of {defined} axes" in within
     nothing = {n: {**m, "included": False} for n, m in metrics.items()}
     assert summarize(one_run_config(), nothing, {}).data["diagnosis"] == []
