@@ -258,18 +258,16 @@ def _summarize_task(config: MeasuresGridConfig, task: str,
     return data, check_claims(per_seed, config.claims, task), [{"task": task, **r} for r in rows]
 
 
-DIAGNOSED_MEASURES = ("prod_of_spec", *FLATNESS)
+CLAIMED_SIGN = {"prod_of_spec": -1} | {name: 1 for name in FLATNESS}
+"""The sign the claims expect of each diagnosed measure's correlation with the gap: negative
+for the spectral product (spectral_negative), positive for the flatness measures (flatness_top,
+norm_below_flatness)."""
+DIAGNOSED_MEASURES = tuple(CLAIMED_SIGN)
 """The measures the not-reproduced claims turn on, whose τ with each axis the diagnosis gives."""
 
 
 def _tau_text(tau: float) -> str:
     return "undefined" if math.isnan(tau) else f"{tau:+.2f}"
-
-
-CLAIMED_SIGN = {"prod_of_spec": -1, "pacbayes_flatness": 1, "pacbayes_mag_flatness": 1}
-"""The sign the claims expect of each diagnosed measure's correlation with the gap: negative
-for the spectral product (spectral_negative), positive for the flatness measures (flatness_top,
-norm_below_flatness)."""
 
 
 def _within_axis_text(task: str, rows: Sequence[Mapping[str, Any]],
